@@ -1,0 +1,75 @@
+"""Proximal Policy Optimization (Schulman et al. 2017), clipped surrogate objective."""
+import torch
+import torch.nn as nn
+import torch.optim as optim
+
+
+class PPO:
+    """PPO on a ``Policy``: ``ppo_epoch`` passes of ``num_mini_batch`` minibatches per rollout.
+
+    After each ``update``, ``self.stats`` holds the mean ``approx_kl`` (the low-variance estimator
+    E[(r - 1) - log r] of KL(old || new)) and ``clip_fraction`` (share of samples whose ratio
+    left [1 - clip, 1 + clip]) for the log.
+    """
+
+    def __init__(self, actor_critic, clip_param, ppo_epoch, num_mini_batch, value_loss_coef,
+                 entropy_coef, lr=None, eps=None, max_grad_norm=None, use_clipped_value_loss=True):
+        self.actor_critic = actor_critic
+        self.clip_param = clip_param
+        self.ppo_epoch = ppo_epoch
+        self.num_mini_batch = num_mini_batch
+        self.value_loss_coef = value_loss_coef
+        self.entropy_coef = entropy_coef
+        self.max_grad_norm = max_grad_norm
+        self.use_clipped_value_loss = use_clipped_value_loss
+        self.optimizer = optim.Adam(actor_critic.parameters(), lr=lr, eps=eps)
+        self.stats = {}
+
+    def update(self, rollouts):
+        advantages = rollouts.returns[:-1] - rollouts.value_preds[:-1]  # (T, N, 1)
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-5)
+
+        # Sums over minibatches, kept as tensors so there is one device sync per update.
+        totals = torch.zeros(5, device=advantages.device)
+        num_updates = 0
+        for _ in range(self.ppo_epoch):
+            if self.actor_critic.is_recurrent:
+                batches = rollouts.recurrent_generator(advantages, self.num_mini_batch)
+            else:
+                batches = rollouts.feed_forward_generator(advantages, self.num_mini_batch)
+            for b in batches:
+                values, action_log_probs, dist_entropy, _ = self.actor_critic.evaluate_actions(
+                    b.obs, b.recurrent_hidden_states, b.masks, b.actions)
+
+                log_ratio = action_log_probs - b.old_action_log_probs
+                ratio = torch.exp(log_ratio)
+                surr1 = ratio * b.advantages
+                surr2 = torch.clamp(ratio, 1.0 - self.clip_param, 1.0 + self.clip_param) * b.advantages
+                action_loss = -torch.min(surr1, surr2).mean()
+
+                if self.use_clipped_value_loss:
+                    value_pred_clipped = b.value_preds + (values - b.value_preds).clamp(
+                        -self.clip_param, self.clip_param)
+                    value_losses = (values - b.returns).pow(2)
+                    value_losses_clipped = (value_pred_clipped - b.returns).pow(2)
+                    value_loss = 0.5 * torch.max(value_losses, value_losses_clipped).mean()
+                else:
+                    value_loss = 0.5 * (b.returns - values).pow(2).mean()
+
+                self.optimizer.zero_grad(set_to_none=True)
+                (value_loss * self.value_loss_coef + action_loss
+                 - dist_entropy * self.entropy_coef).backward()
+                nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm)
+                self.optimizer.step()
+
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clip_fraction = ((ratio - 1).abs() > self.clip_param).float().mean()
+                    totals += torch.stack([value_loss, action_loss, dist_entropy,
+                                           approx_kl, clip_fraction]).detach()
+                num_updates += 1
+
+        value_loss, action_loss, dist_entropy, approx_kl, clip_fraction = (
+            (totals / num_updates).tolist())
+        self.stats = {"approx_kl": approx_kl, "clip_fraction": clip_fraction}
+        return value_loss, action_loss, dist_entropy

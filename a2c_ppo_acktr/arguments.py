@@ -1,0 +1,119 @@
+"""The command line of ``main.py``: the original's flags, names and defaults, plus ``--vec-env``."""
+import argparse
+import sys
+
+import torch
+
+ALGOS = ("a2c", "ppo")
+VEC_ENVS = ("auto", "dummy", "shmem")
+
+
+def _count(text):
+    """Integers that may be written as floats, like the original's ``--num-env-steps 10e6``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}")
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(value)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(description="A2C / PPO for gymnasium environments")
+    p.add_argument("--algo", default="a2c", help="algorithm: " + " | ".join(ALGOS))
+    p.add_argument("--lr", type=float, default=7e-4, help="learning rate (default: 7e-4)")
+    p.add_argument("--eps", type=float, default=1e-5,
+                   help="RMSprop / Adam optimizer epsilon (default: 1e-5)")
+    p.add_argument("--alpha", type=float, default=0.99, help="RMSprop optimizer alpha (default: 0.99)")
+    p.add_argument("--gamma", type=float, default=0.99, help="discount factor (default: 0.99)")
+    p.add_argument("--use-gae", action="store_true", default=False,
+                   help="use generalized advantage estimation")
+    p.add_argument("--gae-lambda", type=float, default=0.95, help="GAE lambda (default: 0.95)")
+    p.add_argument("--entropy-coef", type=float, default=0.01,
+                   help="entropy term coefficient (default: 0.01)")
+    p.add_argument("--value-loss-coef", type=float, default=0.5,
+                   help="value loss coefficient (default: 0.5)")
+    p.add_argument("--max-grad-norm", type=float, default=0.5,
+                   help="max norm of the gradients (default: 0.5)")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    p.add_argument("--cuda-deterministic", action="store_true", default=False,
+                   help="sets flags for determinism when using CUDA (potentially slow!)")
+    p.add_argument("--num-processes", type=_count, default=16,
+                   help="how many training environments to run in parallel (default: 16)")
+    p.add_argument("--num-steps", type=_count, default=5,
+                   help="number of forward steps per environment per update (default: 5)")
+    p.add_argument("--ppo-epoch", type=_count, default=4, help="number of PPO epochs (default: 4)")
+    p.add_argument("--num-mini-batch", type=_count, default=32,
+                   help="number of PPO minibatches (default: 32)")
+    p.add_argument("--clip-param", type=float, default=0.2, help="PPO clip parameter (default: 0.2)")
+    p.add_argument("--log-interval", type=_count, default=10,
+                   help="log interval, one log per n updates (default: 10)")
+    p.add_argument("--save-interval", type=_count, default=100,
+                   help="save interval, one save per n updates (default: 100)")
+    p.add_argument("--eval-interval", type=_count, default=None,
+                   help="eval interval, one eval per n updates (default: None)")
+    p.add_argument("--num-env-steps", type=_count, default=int(10e6),
+                   help="number of environment steps to train (default: 10e6)")
+    p.add_argument("--env-name", default="PongNoFrameskip-v4",
+                   help="gymnasium environment id (default: PongNoFrameskip-v4)")
+    p.add_argument("--log-dir", default="/tmp/gym",
+                   help="directory for monitor files and the scalar log (default: /tmp/gym)")
+    p.add_argument("--save-dir", default="./trained_models/",
+                   help="directory to save the model in (default: ./trained_models/)")
+    p.add_argument("--no-cuda", action="store_true", default=False, help="disables CUDA training")
+    p.add_argument("--use-proper-time-limits", action="store_true", default=False,
+                   help="bootstrap episodes cut by a time limit from their final observation")
+    p.add_argument("--recurrent-policy", action="store_true", default=False,
+                   help="use a recurrent (GRU) policy")
+    p.add_argument("--use-linear-lr-decay", action="store_true", default=False,
+                   help="decay the learning rate linearly to 0")
+    p.add_argument("--vec-env", default="auto",
+                   help="vectorization: " + " | ".join(VEC_ENVS)
+                   + " (auto: chosen per env from measurements, see envs.py)")
+    return p
+
+
+def _fail(message):
+    """One line on stderr and exit status 2: bad input is explained, never a traceback."""
+    print(f"{sys.argv[0] if sys.argv else 'main.py'}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def check_args(args):
+    """Reject values that would otherwise fail deep inside torch or silently misbehave."""
+    if args.algo not in ALGOS:
+        _fail(f"unknown --algo {args.algo!r}; choose one of: {', '.join(ALGOS)}")
+    if args.vec_env not in VEC_ENVS:
+        _fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENVS)}")
+    for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
+                 "save_interval", "num_env_steps", "eval_interval"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            _fail(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    for name in ("lr", "eps", "max_grad_norm", "clip_param"):
+        value = getattr(args, name)
+        if not value > 0:
+            _fail(f"--{name.replace('_', '-')} must be positive, got {value}")
+    for name in ("gamma", "gae_lambda", "alpha"):
+        value = getattr(args, name)
+        if not 0 <= value <= 1:
+            _fail(f"--{name.replace('_', '-')} must be in [0, 1], got {value}")
+    if args.algo == "ppo":
+        batch = args.num_processes * args.num_steps
+        if args.recurrent_policy and args.num_processes < args.num_mini_batch:
+            _fail(f"recurrent PPO needs --num-processes ({args.num_processes}) >= "
+                  f"--num-mini-batch ({args.num_mini_batch})")
+        if batch % args.num_mini_batch != 0 or batch < args.num_mini_batch:
+            _fail(f"--num-processes * --num-steps ({args.num_processes} * {args.num_steps} = "
+                  f"{batch}) must be a multiple of --num-mini-batch ({args.num_mini_batch})")
+    if args.num_env_steps < args.num_processes * args.num_steps:
+        _fail(f"--num-env-steps ({args.num_env_steps}) is less than one rollout "
+              f"(--num-processes * --num-steps = {args.num_processes * args.num_steps})")
+
+
+def get_args(argv=None):
+    args = build_parser().parse_args(argv)
+    check_args(args)
+    args.cuda = not args.no_cuda and torch.cuda.is_available()
+    return args

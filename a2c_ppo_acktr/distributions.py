@@ -1,0 +1,123 @@
+"""Action heads: a linear layer from features to the parameters of an action distribution.
+
+Each head's ``forward`` returns a light distribution object with the interface of the original
+(``sample``, ``log_probs``, ``mode``, ``entropy``). They are written out by hand instead of wrapping
+``torch.distributions`` because its argument validation and broadcasting dominate the cost of one
+small batched forward in the rollout loop; ``tests/test_distributions.py`` checks every formula
+against ``torch.distributions``.
+
+Shapes (N = batch): ``log_probs(actions)`` -> (N, 1), summed over action dimensions;
+``entropy()`` -> (N,); ``sample()`` / ``mode()`` -> (N, 1) long for Categorical, (N, D) float for
+DiagGaussian and Bernoulli, the layout ``RolloutStorage.actions`` keeps.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from a2c_ppo_acktr.utils import init
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class CategoricalDist:
+    """Categorical over ``logits`` (N, K)."""
+
+    __slots__ = ("logits",)
+
+    def __init__(self, logits):
+        self.logits = logits - logits.logsumexp(-1, keepdim=True)  # normalized log-probabilities
+
+    def sample(self):
+        return torch.multinomial(self.logits.exp(), 1)
+
+    def log_probs(self, actions):
+        return self.logits.gather(-1, actions.long())
+
+    def mode(self):
+        return self.logits.argmax(-1, keepdim=True)
+
+    def entropy(self):
+        return -(self.logits.exp() * self.logits).sum(-1)
+
+
+class DiagGaussianDist:
+    """Independent normals with ``mean`` (N, D) and state-independent ``logstd`` (D,)."""
+
+    __slots__ = ("mean", "logstd")
+
+    def __init__(self, mean, logstd):
+        self.mean, self.logstd = mean, logstd
+
+    def sample(self):
+        return self.mean + self.logstd.exp() * torch.randn_like(self.mean)
+
+    def log_probs(self, actions):
+        z = (actions - self.mean) * torch.exp(-self.logstd)
+        return (-0.5 * z.pow(2) - self.logstd - _HALF_LOG_2PI).sum(-1, keepdim=True)
+
+    def mode(self):
+        return self.mean
+
+    def entropy(self):
+        ent = (0.5 + _HALF_LOG_2PI + self.logstd).sum(-1)
+        return ent.expand(self.mean.shape[:-1])
+
+
+class BernoulliDist:
+    """Independent Bernoulli variables with ``logits`` (N, D); actions are 0./1. floats."""
+
+    __slots__ = ("logits",)
+
+    def __init__(self, logits):
+        self.logits = logits
+
+    def sample(self):
+        return (torch.rand_like(self.logits) < torch.sigmoid(self.logits)).float()
+
+    def log_probs(self, actions):
+        lp = -F.binary_cross_entropy_with_logits(self.logits, actions, reduction="none")
+        return lp.sum(-1, keepdim=True)
+
+    def mode(self):
+        return (self.logits > 0).float()
+
+    def entropy(self):
+        p = torch.sigmoid(self.logits)
+        return F.binary_cross_entropy_with_logits(self.logits, p, reduction="none").sum(-1)
+
+
+class Categorical(nn.Module):
+    """Head for ``Discrete(K)`` action spaces."""
+
+    def __init__(self, num_inputs, num_outputs):
+        super().__init__()
+        # Small gain: the initial policy is close to uniform (as the original).
+        self.linear = init(nn.Linear(num_inputs, num_outputs), gain=0.01)
+
+    def forward(self, x):
+        return CategoricalDist(self.linear(x))
+
+
+class DiagGaussian(nn.Module):
+    """Head for ``Box`` action spaces; the log-std is a free parameter, not a function of the state."""
+
+    def __init__(self, num_inputs, num_outputs):
+        super().__init__()
+        self.fc_mean = init(nn.Linear(num_inputs, num_outputs))
+        self.logstd = nn.Parameter(torch.zeros(num_outputs))
+
+    def forward(self, x):
+        return DiagGaussianDist(self.fc_mean(x), self.logstd)
+
+
+class Bernoulli(nn.Module):
+    """Head for ``MultiBinary(D)`` action spaces."""
+
+    def __init__(self, num_inputs, num_outputs):
+        super().__init__()
+        self.linear = init(nn.Linear(num_inputs, num_outputs))
+
+    def forward(self, x):
+        return BernoulliDist(self.linear(x))

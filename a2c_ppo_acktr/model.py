@@ -1,0 +1,172 @@
+"""The actor-critic: ``Policy`` = a base network (CNN or MLP, optionally with a GRU) + an action head."""
+import math
+
+import torch
+import torch.nn as nn
+from gymnasium import spaces
+
+from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian
+from a2c_ppo_acktr.utils import init
+
+
+class Policy(nn.Module):
+    """Actor-critic with the original's interface.
+
+    ``obs_shape`` picks the base when ``base`` is None: 3-D (C, H, W) images -> ``CNNBase``,
+    1-D vectors -> ``MLPBase``. ``action_space`` picks the head: Discrete -> Categorical,
+    Box -> DiagGaussian, MultiBinary -> Bernoulli. ``base_kwargs`` go to the base
+    (``recurrent``, ``hidden_size``).
+    """
+
+    def __init__(self, obs_shape, action_space, base=None, base_kwargs=None):
+        super().__init__()
+        base_kwargs = base_kwargs or {}
+        if base is None:
+            if len(obs_shape) == 3:
+                base = CNNBase
+            elif len(obs_shape) == 1:
+                base = MLPBase
+            else:
+                raise ValueError(
+                    f"observation shape {tuple(obs_shape)} is not supported: "
+                    "expected a vector (D,) or an image (C, H, W)")
+        self.base = base(obs_shape[0], **base_kwargs)
+
+        if isinstance(action_space, spaces.Discrete):
+            self.dist = Categorical(self.base.output_size, int(action_space.n))
+        elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
+            self.dist = DiagGaussian(self.base.output_size, action_space.shape[0])
+        elif isinstance(action_space, spaces.MultiBinary) and len(action_space.shape) == 1:
+            self.dist = Bernoulli(self.base.output_size, action_space.shape[0])
+        else:
+            raise ValueError(
+                f"action space {action_space} is not supported: "
+                "expected Discrete, a 1-D Box or a 1-D MultiBinary")
+
+    @property
+    def is_recurrent(self):
+        return self.base.is_recurrent
+
+    @property
+    def recurrent_hidden_state_size(self):
+        """Size of rnn_hxs; 1 for feed-forward policies so storage code has one shape."""
+        return self.base.recurrent_hidden_state_size
+
+    def forward(self, inputs, rnn_hxs, masks):
+        raise NotImplementedError("use act, get_value or evaluate_actions")
+
+    def act(self, inputs, rnn_hxs, masks, deterministic=False):
+        """-> value (N, 1), action, action_log_probs (N, 1), rnn_hxs (N, H)."""
+        value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
+        dist = self.dist(actor_features)
+        action = dist.mode() if deterministic else dist.sample()
+        return value, action, dist.log_probs(action), rnn_hxs
+
+    def get_value(self, inputs, rnn_hxs, masks):
+        """-> value (N, 1)."""
+        value, _, _ = self.base(inputs, rnn_hxs, masks)
+        return value
+
+    def evaluate_actions(self, inputs, rnn_hxs, masks, action):
+        """-> value (N, 1), action_log_probs (N, 1), mean entropy (scalar), rnn_hxs."""
+        value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
+        dist = self.dist(actor_features)
+        return value, dist.log_probs(action), dist.entropy().mean(), rnn_hxs
+
+
+class NNBase(nn.Module):
+    """Shared recurrent machinery: an optional GRU whose state is reset where ``masks`` is 0."""
+
+    def __init__(self, recurrent, recurrent_input_size, hidden_size):
+        super().__init__()
+        self._hidden_size = hidden_size
+        self._recurrent = recurrent
+        if recurrent:
+            self.gru = nn.GRU(recurrent_input_size, hidden_size)
+            for name, param in self.gru.named_parameters():
+                if "bias" in name:
+                    nn.init.constant_(param, 0)
+                elif "weight" in name:
+                    nn.init.orthogonal_(param)
+
+    @property
+    def is_recurrent(self):
+        return self._recurrent
+
+    @property
+    def recurrent_hidden_state_size(self):
+        return self._hidden_size if self._recurrent else 1
+
+    @property
+    def output_size(self):
+        return self._hidden_size
+
+    def _forward_gru(self, x, hxs, masks):
+        """x (T*N, D) time-major, hxs (N, H), masks (T*N, 1) -> outputs (T*N, H), final hxs (N, H).
+
+        A mask of 0 at step t means a new episode starts at t: the state entering t is zeroed.
+        The sequence is cut at those steps so the GRU runs on whole segments (cuDNN-friendly),
+        which equals stepping one at a time.
+        """
+        if x.size(0) == hxs.size(0):  # a single step for each of the N envs
+            x, hxs = self.gru(x.unsqueeze(0), (hxs * masks).unsqueeze(0))
+            return x.squeeze(0), hxs.squeeze(0)
+
+        N = hxs.size(0)
+        T = x.size(0) // N
+        x = x.view(T, N, x.size(1))
+        masks = masks.view(T, N)
+        # Steps (after the first) where some env starts a new episode.
+        has_zeros = (masks[1:] == 0.0).any(dim=-1).nonzero().squeeze(-1).add(1).tolist()
+        boundaries = [0] + has_zeros + [T]
+
+        hxs = hxs.unsqueeze(0)
+        outputs = []
+        for start, end in zip(boundaries[:-1], boundaries[1:]):
+            out, hxs = self.gru(x[start:end], hxs * masks[start].view(1, -1, 1))
+            outputs.append(out)
+        x = torch.cat(outputs, dim=0).view(T * N, -1)
+        return x, hxs.squeeze(0)
+
+
+class CNNBase(NNBase):
+    """The Nature DQN torso on uint8 (or 0..255 float) images (C, 84, 84)."""
+
+    def __init__(self, num_inputs, recurrent=False, hidden_size=512):
+        super().__init__(recurrent, hidden_size, hidden_size)
+        relu_gain = nn.init.calculate_gain("relu")
+        self.main = nn.Sequential(
+            init(nn.Conv2d(num_inputs, 32, 8, stride=4), relu_gain), nn.ReLU(),
+            init(nn.Conv2d(32, 64, 4, stride=2), relu_gain), nn.ReLU(),
+            init(nn.Conv2d(64, 32, 3, stride=1), relu_gain), nn.ReLU(), nn.Flatten(),
+            init(nn.Linear(32 * 7 * 7, hidden_size), relu_gain), nn.ReLU())
+        self.critic_linear = init(nn.Linear(hidden_size, 1))
+
+    def forward(self, inputs, rnn_hxs, masks):
+        x = self.main(inputs.float() / 255.0)
+        if self.is_recurrent:
+            x, rnn_hxs = self._forward_gru(x, rnn_hxs, masks)
+        return self.critic_linear(x), x, rnn_hxs
+
+
+class MLPBase(NNBase):
+    """Separate actor and critic MLPs (two tanh layers of ``hidden_size``) on vector observations."""
+
+    def __init__(self, num_inputs, recurrent=False, hidden_size=64):
+        super().__init__(recurrent, num_inputs, hidden_size)
+        if recurrent:
+            num_inputs = hidden_size
+        gain = math.sqrt(2)
+        self.actor = nn.Sequential(
+            init(nn.Linear(num_inputs, hidden_size), gain), nn.Tanh(),
+            init(nn.Linear(hidden_size, hidden_size), gain), nn.Tanh())
+        self.critic = nn.Sequential(
+            init(nn.Linear(num_inputs, hidden_size), gain), nn.Tanh(),
+            init(nn.Linear(hidden_size, hidden_size), gain), nn.Tanh())
+        self.critic_linear = init(nn.Linear(hidden_size, 1))
+
+    def forward(self, inputs, rnn_hxs, masks):
+        x = inputs
+        if self.is_recurrent:
+            x, rnn_hxs = self._forward_gru(x, rnn_hxs, masks)
+        return self.critic_linear(self.critic(x)), self.actor(x), rnn_hxs

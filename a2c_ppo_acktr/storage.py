@@ -1,0 +1,163 @@
+"""``RolloutStorage``: the tensors of one rollout, its returns, and minibatch generators.
+
+Layout (T = num_steps, N = num_processes), as the original so code written for it reads the same:
+obs (T+1, N, *obs_shape); recurrent_hidden_states (T+1, N, H); rewards (T, N, 1);
+value_preds, returns, masks, bad_masks (T+1, N, 1); action_log_probs (T, N, 1);
+actions (T, N, 1) for Discrete, (T, N, D) for Box and MultiBinary. Slot 0 of the T+1 tensors holds
+the state the rollout started from. One addition: bootstrap_values (T, N, 1), the value of the real
+final observation of an episode truncated at step t (zero elsewhere).
+"""
+from typing import NamedTuple
+
+import torch
+from gymnasium import spaces
+
+
+class Minibatch(NamedTuple):
+    """One minibatch for an update (B = minibatch size)."""
+
+    obs: torch.Tensor                      # (B, *obs_shape)
+    recurrent_hidden_states: torch.Tensor  # (B, H); for recurrent batches (n_envs, H) at the first step
+    actions: torch.Tensor                  # (B, action_dim)
+    value_preds: torch.Tensor              # (B, 1)
+    returns: torch.Tensor                  # (B, 1)
+    masks: torch.Tensor                    # (B, 1)
+    old_action_log_probs: torch.Tensor     # (B, 1)
+    advantages: torch.Tensor               # (B, 1)
+
+
+class RolloutStorage:
+    """Fixed-size buffer for ``num_steps`` transitions of ``num_processes`` envs."""
+
+    def __init__(self, num_steps, num_processes, obs_shape, action_space,
+                 recurrent_hidden_state_size, obs_dtype=torch.float32):
+        T, N = num_steps, num_processes
+        self.obs = torch.zeros(T + 1, N, *obs_shape, dtype=obs_dtype)
+        self.recurrent_hidden_states = torch.zeros(T + 1, N, recurrent_hidden_state_size)
+        self.rewards = torch.zeros(T, N, 1)
+        self.value_preds = torch.zeros(T + 1, N, 1)
+        self.returns = torch.zeros(T + 1, N, 1)
+        self.action_log_probs = torch.zeros(T, N, 1)
+        self.bootstrap_values = torch.zeros(T, N, 1)
+        if isinstance(action_space, spaces.Discrete):
+            self.actions = torch.zeros(T, N, 1, dtype=torch.long)
+        else:
+            self.actions = torch.zeros(T, N, action_space.shape[0])
+        self.masks = torch.ones(T + 1, N, 1)
+        # 0 where the episode was cut by a time limit rather than ended by the task.
+        self.bad_masks = torch.ones(T + 1, N, 1)
+        self.num_steps = num_steps
+        self.step = 0
+
+    _fields = ("obs", "recurrent_hidden_states", "rewards", "value_preds", "returns",
+               "action_log_probs", "bootstrap_values", "actions", "masks", "bad_masks")
+
+    def to(self, device):
+        for name in self._fields:
+            setattr(self, name, getattr(self, name).to(device))
+        return self
+
+    def insert(self, obs, recurrent_hidden_states, actions, action_log_probs, value_preds,
+               rewards, masks, bad_masks, bootstrap_values=None):
+        """Store one step: ``obs``/``masks`` are those *after* the action (slot step+1)."""
+        s = self.step
+        self.obs[s + 1].copy_(obs)
+        self.recurrent_hidden_states[s + 1].copy_(recurrent_hidden_states)
+        self.actions[s].copy_(actions)
+        self.action_log_probs[s].copy_(action_log_probs)
+        self.value_preds[s].copy_(value_preds)
+        self.rewards[s].copy_(rewards)
+        self.masks[s + 1].copy_(masks)
+        self.bad_masks[s + 1].copy_(bad_masks)
+        if bootstrap_values is None:
+            self.bootstrap_values[s].zero_()
+        else:
+            self.bootstrap_values[s].copy_(bootstrap_values)
+        self.step = (s + 1) % self.num_steps
+
+    def after_update(self):
+        """The last state of this rollout is the first of the next."""
+        self.obs[0].copy_(self.obs[-1])
+        self.recurrent_hidden_states[0].copy_(self.recurrent_hidden_states[-1])
+        self.masks[0].copy_(self.masks[-1])
+        self.bad_masks[0].copy_(self.bad_masks[-1])
+
+    def compute_returns(self, next_value, use_gae, gamma, gae_lambda, use_proper_time_limits=True):
+        """Fill ``returns`` (T+1, N, 1) from rewards, values and ``next_value`` (N, 1).
+
+        The value after step t is V(s_{t+1}) if the episode goes on (masks[t+1] = 1), 0 if it
+        terminated, and, with ``use_proper_time_limits``, the value of its real final observation
+        (``bootstrap_values[t]``) if a time limit truncated it. Without it a truncation counts as a
+        termination. (The original instead replaced the return of a truncated step by its own
+        value estimate, which zeroes its advantage: its issue #182.)
+        """
+        self.value_preds[-1] = next_value
+        self.returns[-1] = next_value
+        masks = self.masks[1:]
+        if use_proper_time_limits:
+            bootstrap = self.bootstrap_values * (1.0 - self.bad_masks[1:])
+        else:
+            bootstrap = torch.zeros_like(self.bootstrap_values)
+        if use_gae:
+            # (T, N, 1): one-step TD errors, then the backward GAE recursion.
+            deltas = (self.rewards + gamma * (masks * self.value_preds[1:] + bootstrap)
+                      - self.value_preds[:-1])
+            discounts = gamma * gae_lambda * masks
+            gae = torch.zeros_like(next_value)
+            for t in reversed(range(self.num_steps)):
+                gae = deltas[t] + discounts[t] * gae
+                self.returns[t] = gae
+            self.returns[:-1] += self.value_preds[:-1]
+        else:
+            for t in reversed(range(self.num_steps)):
+                self.returns[t] = self.rewards[t] + gamma * (
+                    masks[t] * self.returns[t + 1] + bootstrap[t])
+
+    def _flat(self, tensor):
+        # (T or T+1, N, ...) -> (T * N, ...), dropping the bootstrap slot if present.
+        return tensor[:self.num_steps].reshape(-1, *tensor.shape[2:])
+
+    def feed_forward_generator(self, advantages, num_mini_batch=None, mini_batch_size=None):
+        """Yield ``Minibatch``es covering every (step, env) sample exactly once, in random order."""
+        T, N = self.rewards.shape[:2]
+        batch_size = T * N
+        if mini_batch_size is None:
+            if num_mini_batch is None or batch_size < num_mini_batch:
+                raise ValueError(
+                    f"PPO needs num_processes * num_steps ({N} * {T} = {batch_size}) to be at "
+                    f"least num_mini_batch ({num_mini_batch})")
+            mini_batch_size = batch_size // num_mini_batch
+        obs = self._flat(self.obs)
+        hxs = self._flat(self.recurrent_hidden_states)
+        actions = self._flat(self.actions)
+        value_preds = self._flat(self.value_preds)
+        returns = self._flat(self.returns)
+        masks = self._flat(self.masks)
+        old_log_probs = self._flat(self.action_log_probs)
+        adv = None if advantages is None else advantages.reshape(-1, 1)
+        perm = torch.randperm(batch_size, device=self.rewards.device)
+        for start in range(0, batch_size - mini_batch_size + 1, mini_batch_size):
+            idx = perm[start:start + mini_batch_size]
+            yield Minibatch(obs[idx], hxs[idx], actions[idx], value_preds[idx], returns[idx],
+                            masks[idx], old_log_probs[idx], None if adv is None else adv[idx])
+
+    def recurrent_generator(self, advantages, num_mini_batch):
+        """Yield ``Minibatch``es of whole env columns (all T steps of N / num_mini_batch envs).
+
+        Tensors are flattened time-major, (T, n, ...) -> (T * n, ...), which is what
+        ``NNBase._forward_gru`` expects; ``recurrent_hidden_states`` is the state at step 0 (n, H).
+        """
+        T, N = self.rewards.shape[:2]
+        if N < num_mini_batch:
+            raise ValueError(
+                f"recurrent PPO needs num_processes ({N}) to be at least num_mini_batch "
+                f"({num_mini_batch})")
+        envs_per_batch = N // num_mini_batch
+        perm = torch.randperm(N, device=self.rewards.device)
+        for start in range(0, N - envs_per_batch + 1, envs_per_batch):
+            ind = perm[start:start + envs_per_batch]
+            cols = lambda x: x[:T, ind].reshape(T * envs_per_batch, *x.shape[2:])
+            yield Minibatch(
+                cols(self.obs), self.recurrent_hidden_states[0, ind], cols(self.actions),
+                cols(self.value_preds), cols(self.returns), cols(self.masks),
+                cols(self.action_log_probs), None if advantages is None else cols(advantages))

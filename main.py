@@ -1,0 +1,188 @@
+"""Train an on-policy agent: ``python main.py --algo ppo --env-name CartPole-v1 ...``.
+
+The loop is the algorithm box of the papers: collect ``num_steps`` transitions from
+``num_processes`` envs, bootstrap from the last observation, compute returns (GAE or n-step),
+update the agent, then log / save / evaluate.
+"""
+import glob
+import math
+import os
+import sys
+import time
+from collections import deque
+
+import numpy as np
+import torch
+
+from a2c_ppo_acktr import algo, utils
+from a2c_ppo_acktr.arguments import get_args
+from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.logger import ScalarLogger
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.storage import RolloutStorage
+from evaluation import evaluate
+
+
+def make_agent(args, actor_critic):
+    if args.algo == "ppo":
+        return algo.PPO(actor_critic, args.clip_param, args.ppo_epoch, args.num_mini_batch,
+                        args.value_loss_coef, args.entropy_coef, lr=args.lr, eps=args.eps,
+                        max_grad_norm=args.max_grad_norm)
+    return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
+                          eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
+                          acktr=args.algo == "acktr")
+
+
+def truncation_values(actor_critic, infos, truncated, rnn_hxs):
+    """Values of the real final observations of the envs cut by a time limit -> (N, 1).
+
+    The vector env has already reset those envs; it kept each final observation in
+    ``infos[i]["final_obs"]`` (normalized like any observation).
+    """
+    values = torch.zeros(truncated.shape[0], 1, device=rnn_hxs.device)
+    idx = truncated.nonzero().squeeze(1)
+    final_obs = torch.stack([infos[i]["final_obs"] for i in idx.tolist()])
+    with torch.inference_mode():
+        values[idx] = actor_critic.get_value(
+            final_obs, rnn_hxs[idx], torch.ones(len(idx), 1, device=rnn_hxs.device))
+    return values
+
+
+def collect_rollout(envs, actor_critic, rollouts, episode_rewards, use_proper_time_limits):
+    """Step the envs ``rollouts.num_steps`` times with the current policy, filling ``rollouts``."""
+    for step in range(rollouts.num_steps):
+        with torch.inference_mode():
+            value, action, action_log_prob, rnn_hxs = actor_critic.act(
+                rollouts.obs[step], rollouts.recurrent_hidden_states[step], rollouts.masks[step])
+
+        obs, reward, terminated, truncated, infos = envs.step(action)
+        for info in infos:
+            if "episode" in info:
+                episode_rewards.append(float(info["episode"]["r"]))
+
+        # An episode that terminated on its last allowed step ended by the task, not the clock.
+        truncated = truncated & ~terminated
+        masks = (~(terminated | truncated)).float().unsqueeze(1)   # (N, 1)
+        bad_masks = (~truncated).float().unsqueeze(1)              # (N, 1)
+        bootstrap = None
+        if use_proper_time_limits and bool(truncated.any()):
+            bootstrap = truncation_values(actor_critic, infos, truncated, rnn_hxs)
+        rollouts.insert(obs, rnn_hxs, action, action_log_prob, value, reward, masks, bad_masks,
+                        bootstrap)
+
+
+def checkpoint_state(args, actor_critic, agent, envs, env_steps):
+    """Everything needed to rebuild and resume the run, as tensors and plain values."""
+    vec_norm = get_vec_normalize(envs)
+    return {
+        "actor_critic": actor_critic.state_dict(),
+        "optimizer": agent.optimizer.state_dict(),
+        "obs_rms": vec_norm.state_dict() if vec_norm is not None else None,
+        "env_steps": env_steps,
+        "env_name": args.env_name,
+        "algo": args.algo,
+        "obs_shape": list(envs.observation_space.shape),
+        "recurrent_policy": args.recurrent_policy,
+    }
+
+
+def save_path(args):
+    return os.path.join(args.save_dir, args.algo, args.env_name.replace("/", "_") + ".pt")
+
+
+def main(argv=None):
+    args = get_args(argv)
+
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    torch.cuda.manual_seed_all(args.seed)
+    if args.cuda and args.cuda_deterministic:
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+    # Small batched forwards: threads cost more in synchronisation than they gain.
+    torch.set_num_threads(1)
+    device = torch.device("cuda:0" if args.cuda else "cpu")
+
+    log_dir = os.path.expanduser(args.log_dir)
+    eval_log_dir = log_dir + "_eval"
+    for d in (log_dir, eval_log_dir):
+        os.makedirs(d, exist_ok=True)
+        for f in glob.glob(os.path.join(d, "*.monitor.csv")):
+            os.remove(f)
+
+    envs = make_vec_envs(args.env_name, args.seed, args.num_processes, args.gamma, log_dir,
+                         device, False, vec_env=args.vec_env)
+    actor_critic = Policy(envs.observation_space.shape, envs.action_space,
+                          base_kwargs={"recurrent": args.recurrent_policy}).to(device)
+    agent = make_agent(args, actor_critic)
+
+    obs = envs.reset()
+    rollouts = RolloutStorage(args.num_steps, args.num_processes, envs.observation_space.shape,
+                              envs.action_space, actor_critic.recurrent_hidden_state_size,
+                              obs_dtype=obs.dtype).to(device)
+    rollouts.obs[0].copy_(obs)
+
+    logger = ScalarLogger(log_dir)
+    episode_rewards = deque(maxlen=10)
+    start = time.time()
+    num_updates = args.num_env_steps // args.num_steps // args.num_processes
+    for j in range(num_updates):
+        if args.use_linear_lr_decay:
+            utils.update_linear_schedule(agent.optimizer, j, num_updates, args.lr)
+
+        collect_rollout(envs, actor_critic, rollouts, episode_rewards, args.use_proper_time_limits)
+
+        with torch.inference_mode():
+            next_value = actor_critic.get_value(
+                rollouts.obs[-1], rollouts.recurrent_hidden_states[-1], rollouts.masks[-1])
+        rollouts.compute_returns(next_value, args.use_gae, args.gamma, args.gae_lambda,
+                                 args.use_proper_time_limits)
+
+        value_loss, action_loss, dist_entropy = agent.update(rollouts)
+        if not all(math.isfinite(x) for x in (value_loss, action_loss, dist_entropy)):
+            print(f"{sys.argv[0]}: error: non-finite loss at update {j} (value {value_loss}, "
+                  f"action {action_loss}, entropy {dist_entropy}); stopping, the last saved "
+                  "checkpoint is kept", file=sys.stderr)
+            envs.close()
+            logger.close()
+            return 1
+        rollouts.after_update()
+
+        total_num_steps = (j + 1) * args.num_processes * args.num_steps
+        last = j == num_updates - 1
+        if (j % args.save_interval == 0 or last) and args.save_dir != "":
+            utils.save_checkpoint(checkpoint_state(args, actor_critic, agent, envs, total_num_steps),
+                                  save_path(args))
+
+        if j % args.log_interval == 0 or last:
+            fps = int(total_num_steps / (time.time() - start))
+            rewards = np.array(episode_rewards) if episode_rewards else np.full(1, np.nan)
+            row = {"update": j, "timesteps": total_num_steps, "fps": fps,
+                   "mean_return": float(np.mean(rewards)), "median_return": float(np.median(rewards)),
+                   "min_return": float(np.min(rewards)), "max_return": float(np.max(rewards)),
+                   "value_loss": value_loss, "action_loss": action_loss, "entropy": dist_entropy,
+                   "approx_kl": agent.stats.get("approx_kl", float("nan")),
+                   "clip_fraction": agent.stats.get("clip_fraction", float("nan")),
+                   "lr": agent.optimizer.param_groups[0]["lr"], "time": time.time() - start}
+            logger.log(row, total_num_steps)
+            print(f"Updates {j}, num timesteps {total_num_steps}, FPS {fps} \n"
+                  f" Last {len(episode_rewards)} training episodes: mean/median reward "
+                  f"{row['mean_return']:.1f}/{row['median_return']:.1f}, min/max reward "
+                  f"{row['min_return']:.1f}/{row['max_return']:.1f}\n"
+                  f" entropy {dist_entropy:.4f}, value loss {value_loss:.4f}, "
+                  f"action loss {action_loss:.4f}"
+                  + (f", approx kl {row['approx_kl']:.4f}, clip fraction {row['clip_fraction']:.3f}"
+                     if args.algo == "ppo" else ""), flush=True)
+
+        if args.eval_interval is not None and len(episode_rewards) > 1 and j % args.eval_interval == 0:
+            vec_norm = get_vec_normalize(envs)
+            evaluate(actor_critic, vec_norm.state_dict() if vec_norm is not None else None,
+                     args.env_name, args.seed, args.num_processes, eval_log_dir, device)
+
+    envs.close()
+    logger.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

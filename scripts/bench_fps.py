@@ -1,0 +1,147 @@
+"""Training throughput: ours vs stable-baselines3 on identical settings, side by side.
+
+    python scripts/bench_fps.py                 # all cases, 2 alternating rounds
+    python scripts/bench_fps.py --cases a b --rounds 3
+
+Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and
+SB3 round by round so that machine noise hits both alike. Reported: env-steps/s (wall time of
+env creation + model creation + training), peak RSS of the process and its children, and the
+ratio ours / SB3. Case (e), raw vector-env stepping, comes from ``scripts/bench_envs.py``.
+
+Cases (as issue #2 defines them):
+  a  PPO CartPole-v1, 8 envs x 128 steps, 4 epochs, 4 minibatches, 100k steps
+  b  A2C CartPole-v1, 8 envs x 5 steps, 100k steps
+  c  PPO HalfCheetah-v5, 1 env x 2048 steps, 10 epochs, 32 minibatches, 50k steps
+  d  PPO PongNoFrameskip-v4, 8 envs x 128 steps, CNN, 4 epochs, 4 minibatches, 20k steps
+  e  raw random-action stepping, 8 envs: our shmem vs SB3 SubprocVecEnv (CartPole, HalfCheetah)
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Hyper-parameters shared by both implementations, per case.
+CASES = {
+    "a": dict(algo="ppo", env="CartPole-v1", n_envs=8, n_steps=128, epochs=4, minibatches=4,
+              total=100_000, lr=2.5e-4, ent=0.01, gae=True),
+    "b": dict(algo="a2c", env="CartPole-v1", n_envs=8, n_steps=5, epochs=1, minibatches=1,
+              total=100_000, lr=7e-4, ent=0.01, gae=False),
+    "c": dict(algo="ppo", env="HalfCheetah-v5", n_envs=1, n_steps=2048, epochs=10, minibatches=32,
+              total=50_000, lr=3e-4, ent=0.0, gae=True),
+    "d": dict(algo="ppo", env="PongNoFrameskip-v4", n_envs=8, n_steps=128, epochs=4,
+              minibatches=4, total=20_000, lr=2.5e-4, ent=0.01, gae=True),
+}
+
+
+def peak_rss_mb():
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + children) / 1024.0
+
+
+def run_ours(c, seed, workdir):
+    sys.path.insert(0, ROOT)
+    import main as ours
+    argv = ["--algo", c["algo"], "--env-name", c["env"], "--num-processes", str(c["n_envs"]),
+            "--num-steps", str(c["n_steps"]), "--ppo-epoch", str(c["epochs"]),
+            "--num-mini-batch", str(c["minibatches"]), "--num-env-steps", str(c["total"]),
+            "--lr", str(c["lr"]), "--entropy-coef", str(c["ent"]), "--gamma", "0.99",
+            "--gae-lambda", "0.95", "--value-loss-coef", "0.5", "--max-grad-norm", "0.5",
+            "--eps", "1e-5", "--seed", str(seed), "--log-interval", "1000000",
+            "--save-interval", "1000000", "--log-dir", os.path.join(workdir, "logs"),
+            "--save-dir", os.path.join(workdir, "models"), "--no-cuda"]
+    if c["gae"]:
+        argv.append("--use-gae")
+    with open(os.devnull, "w") as devnull:
+        stdout, sys.stdout = sys.stdout, devnull
+        try:
+            ours.main(argv)
+        finally:
+            sys.stdout = stdout
+
+
+def run_sb3(c, seed, workdir):
+    from stable_baselines3 import A2C, PPO
+    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
+
+    if "NoFrameskip" in c["env"]:
+        env = VecFrameStack(make_atari_env(c["env"], n_envs=c["n_envs"], seed=seed,
+                                           monitor_dir=workdir), 4)
+        policy = "CnnPolicy"
+    else:
+        # Our make_vec_envs normalizes vector observations and returns; so must SB3 here.
+        env = VecNormalize(make_vec_env(c["env"], n_envs=c["n_envs"], seed=seed,
+                                        monitor_dir=workdir), gamma=0.99)
+        policy = "MlpPolicy"
+    common = dict(learning_rate=c["lr"], n_steps=c["n_steps"], gamma=0.99, ent_coef=c["ent"],
+                  vf_coef=0.5, max_grad_norm=0.5, seed=seed, device="cpu", verbose=0)
+    if c["algo"] == "ppo":
+        model = PPO(policy, env, batch_size=c["n_envs"] * c["n_steps"] // c["minibatches"],
+                    n_epochs=c["epochs"], gae_lambda=0.95, clip_range=0.2, **common)
+    else:
+        model = A2C(policy, env, gae_lambda=1.0, rms_prop_eps=1e-5, **common)
+    model.learn(total_timesteps=c["total"])
+    env.close()
+
+
+def one_measurement(impl, case, seed):
+    """Runs inside the subprocess: prints one JSON line."""
+    c = CASES[case]
+    with tempfile.TemporaryDirectory() as workdir:
+        start = time.perf_counter()
+        (run_ours if impl == "ours" else run_sb3)(c, seed, workdir)
+        elapsed = time.perf_counter() - start
+    print(json.dumps({"fps": c["total"] / elapsed, "seconds": elapsed, "peak_rss_mb": peak_rss_mb()}))
+
+
+def measure(impl, case, seed):
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", impl, case,
+                          "--seed", str(seed)], capture_output=True, text=True, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(f"{impl} case {case} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", nargs="+", default=list("abcde"), choices=list("abcde"))
+    p.add_argument("--rounds", type=int, default=2, help="alternating rounds per case")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--one", nargs=2, metavar=("IMPL", "CASE"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.one:
+        return one_measurement(args.one[0], args.one[1], args.seed)
+
+    print(f"{'case':<5}{'impl':<6}{'env-steps/s':>13}{'peak MB':>10}   rounds")
+    for case in args.cases:
+        if case == "e":
+            sys.path.insert(0, os.path.join(ROOT, "scripts"))
+            from bench_envs import main as bench_envs_main
+            bench_envs_main([])
+            continue
+        results = {"ours": [], "sb3": []}
+        for r in range(args.rounds):
+            order = ("ours", "sb3") if r % 2 == 0 else ("sb3", "ours")
+            for impl in order:
+                results[impl].append(measure(impl, case, args.seed))
+        summary = {}
+        for impl, runs in results.items():
+            fps = sorted(x["fps"] for x in runs)[len(runs) // 2]  # median
+            mem = max(x["peak_rss_mb"] for x in runs)
+            summary[impl] = (fps, mem)
+            print(f"{case:<5}{impl:<6}{fps:>13.0f}{mem:>10.0f}   "
+                  + ", ".join(f"{x['fps']:.0f}" for x in runs), flush=True)
+        ratio = summary["ours"][0] / summary["sb3"][0]
+        print(f"{case:<5}ratio ours/sb3: {ratio:.2f}x fps, {summary['ours'][1] / summary['sb3'][1]:.2f}x "
+              f"peak memory  ({CASES[case]['algo'].upper()} {CASES[case]['env']})", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

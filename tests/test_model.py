@@ -1,0 +1,105 @@
+"""Policy: shapes per action space, act/evaluate_actions agreement, GRU masking equals unrolling."""
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from a2c_ppo_acktr.model import CNNBase, MLPBase, Policy
+
+SPACES = {
+    "discrete": (spaces.Discrete(3), (1,), torch.long),
+    "box": (spaces.Box(-1, 1, (2,), np.float32), (2,), torch.float32),
+    "multibinary": (spaces.MultiBinary(4), (4,), torch.float32),
+}
+
+
+@pytest.mark.parametrize("kind", SPACES)
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_act_and_evaluate_agree(kind, recurrent):
+    torch.manual_seed(0)
+    space, action_shape, dtype = SPACES[kind]
+    policy = Policy((5,), space, base_kwargs={"recurrent": recurrent})
+    obs = torch.randn(6, 5)
+    hxs = torch.zeros(6, policy.recurrent_hidden_state_size)
+    masks = torch.ones(6, 1)
+    value, action, log_prob, new_hxs = policy.act(obs, hxs, masks)
+    assert value.shape == (6, 1) and log_prob.shape == (6, 1)
+    assert action.shape == (6, *action_shape) and action.dtype == dtype
+    assert new_hxs.shape == hxs.shape
+    value2, log_prob2, entropy, _ = policy.evaluate_actions(obs, hxs, masks, action)
+    torch.testing.assert_close(value2, value)
+    torch.testing.assert_close(log_prob2, log_prob)
+    assert entropy.dim() == 0
+    torch.testing.assert_close(policy.get_value(obs, hxs, masks), value)
+
+
+def test_deterministic_action_is_mode():
+    torch.manual_seed(0)
+    policy = Policy((5,), spaces.Discrete(4))
+    obs = torch.randn(3, 5)
+    hxs, masks = torch.zeros(3, 1), torch.ones(3, 1)
+    _, a1, _, _ = policy.act(obs, hxs, masks, deterministic=True)
+    _, a2, _, _ = policy.act(obs, hxs, masks, deterministic=True)
+    assert torch.equal(a1, a2)
+    features = policy.base(obs, hxs, masks)[1]
+    assert torch.equal(a1.squeeze(1), policy.dist.linear(features).argmax(-1))
+
+
+def test_cnn_policy_on_uint8_frames():
+    torch.manual_seed(0)
+    policy = Policy((4, 84, 84), spaces.Discrete(6))
+    assert isinstance(policy.base, CNNBase)
+    obs = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    value, action, log_prob, _ = policy.act(obs, torch.zeros(2, 1), torch.ones(2, 1))
+    assert value.shape == (2, 1) and action.shape == (2, 1)
+    torch.testing.assert_close(policy.get_value(obs.float(), torch.zeros(2, 1), torch.ones(2, 1)), value)
+
+
+def test_orthogonal_init():
+    base = MLPBase(5)
+    w = base.actor[2].weight.detach()  # square 64x64 layer: W W^T = gain^2 I
+    torch.testing.assert_close(w @ w.T, 2.0 * torch.eye(64), atol=1e-4, rtol=0)
+    assert torch.count_nonzero(base.actor[0].bias) == 0
+
+
+def test_unsupported_spaces_are_refused():
+    with pytest.raises(ValueError, match="observation shape"):
+        Policy((2, 3), spaces.Discrete(2))
+    with pytest.raises(ValueError, match="action space"):
+        Policy((3,), spaces.Tuple([spaces.Discrete(2)]))
+
+
+@pytest.mark.parametrize("base_cls,obs_shape", [(MLPBase, (5,)), (CNNBase, (1, 84, 84))])
+def test_gru_over_rollout_equals_step_by_step(base_cls, obs_shape):
+    """One call over T*N time-major inputs with episode starts must equal stepping T times."""
+    torch.manual_seed(0)
+    T, N = 7, 3
+    base = base_cls(obs_shape[0], recurrent=True, hidden_size=16 if base_cls is MLPBase else 32)
+    x = torch.rand(T, N, *obs_shape) * (255 if base_cls is CNNBase else 1)
+    masks = torch.ones(T, N, 1)
+    masks[2, 0] = 0  # env 0 starts a new episode at step 2
+    masks[5, 1] = 0
+    masks[5, 2] = 0
+    masks[0, 2] = 0
+    h0 = torch.randn(N, base.recurrent_hidden_state_size)
+
+    values, feats, h_final = base(x.view(T * N, *obs_shape), h0, masks.view(T * N, 1))
+
+    h = h0
+    step_values, step_feats = [], []
+    for t in range(T):
+        v, f, h = base(x[t], h, masks[t])
+        step_values.append(v)
+        step_feats.append(f)
+    torch.testing.assert_close(values, torch.cat(step_values), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(feats, torch.cat(step_feats), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(h_final, h, atol=1e-5, rtol=1e-4)
+
+
+def test_gru_state_is_reset_by_mask():
+    torch.manual_seed(0)
+    base = MLPBase(5, recurrent=True, hidden_size=8)
+    x = torch.randn(2, 5)
+    _, _, h_zero = base(x, torch.zeros(2, 8), torch.ones(2, 1))
+    _, _, h_masked = base(x, torch.randn(2, 8), torch.zeros(2, 1))
+    torch.testing.assert_close(h_masked, h_zero)

@@ -1,0 +1,171 @@
+"""Tests for scripts/plot.py (learning curves from monitor CSVs)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "plot.py"
+_spec = importlib.util.spec_from_file_location("a2c_plot_script", SCRIPT)
+plot = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(plot)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write_monitor(path, rows, t_start=1000.0, env_id="CartPole-v1"):
+    """Write a monitor file exactly as SB3's Monitor does: rows = [(r, l, t), ...]."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        f.write("#" + json.dumps({"t_start": t_start, "env_id": env_id}) + "\n")
+        f.write("r,l,t\n")
+        for r, l, t in rows:
+            f.write(f"{r},{l},{t}\n")
+    return path
+
+
+def make_run(d, returns, length=10, env_id="CartPole-v1"):
+    """One-env run whose i-th episode ends at step (i+1)*length with return returns[i]."""
+    rows = [(r, length, float(i + 1)) for i, r in enumerate(returns)]
+    write_monitor(Path(d) / "0.monitor.csv", rows, env_id=env_id)
+    return str(d)
+
+
+def test_load_run_merges_ranks_by_wall_time(tmp_path):
+    # rank 0 starts at t_start=100, rank 1 at t_start=101.
+    # absolute end times: r0: 100.5, 102.0, 104.0 ; r1: 101.2, 103.5
+    write_monitor(tmp_path / "0.monitor.csv",
+                  [(1.0, 5, 0.5), (2.0, 7, 2.0), (3.0, 4, 4.0)], t_start=100.0)
+    write_monitor(tmp_path / "1.monitor.csv",
+                  [(10.0, 3, 0.2), (20.0, 6, 2.5)], t_start=101.0)
+    steps, returns, env_id = plot.load_run(str(tmp_path))
+    assert env_id == "CartPole-v1"
+    np.testing.assert_array_equal(returns, [1.0, 10.0, 2.0, 20.0, 3.0])
+    np.testing.assert_array_equal(steps, np.cumsum([5, 3, 7, 6, 4]))
+    assert steps[-1] == 25
+
+
+def test_load_run_matches_sb3_monitor(tmp_path):
+    gym = pytest.importorskip("gymnasium")
+    monitor_mod = pytest.importorskip("stable_baselines3.common.monitor")
+    all_r, all_l = [], []
+    for rank in range(2):
+        env = monitor_mod.Monitor(gym.make("CartPole-v1"), str(tmp_path / str(rank)))
+        env.reset(seed=rank)
+        env.action_space.seed(rank)
+        for _ in range(3):
+            done = False
+            while not done:
+                _, _, term, trunc, _ = env.step(env.action_space.sample())
+                done = term or trunc
+            env.reset()
+        all_r += env.get_episode_rewards()
+        all_l += env.get_episode_lengths()
+        env.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.monitor.csv", "1.monitor.csv"]
+    steps, returns, env_id = plot.load_run(str(tmp_path))
+    assert env_id == "CartPole-v1"
+    assert len(returns) == 6
+    np.testing.assert_allclose(sorted(returns), sorted(all_r), rtol=1e-5)
+    assert steps[-1] == sum(all_l)
+    assert np.all(np.diff(steps) > 0)
+
+
+def test_smooth_curve_trailing_window():
+    y = np.array([0.0, 2.0, 4.0, 6.0])
+    np.testing.assert_allclose(plot.smooth_curve(y, 2), [0.0, 1.0, 3.0, 5.0])
+    np.testing.assert_allclose(plot.smooth_curve(y, 1), y)
+    np.testing.assert_allclose(plot.smooth_curve(y, 10), [0.0, 1.0, 2.0, 3.0])
+
+
+def test_aggregate_mean_of_two_seeds():
+    steps = np.array([10.0, 20.0, 30.0, 40.0])
+    a = (steps, np.array([0.0, 1.0, 2.0, 3.0]))
+    b = (steps, np.array([2.0, 3.0, 4.0, 5.0]))
+    x, mean, lo, hi = plot.aggregate([a, b], num_points=4, smooth=1)
+    np.testing.assert_allclose(x, steps)
+    np.testing.assert_allclose(mean, [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_allclose(lo, a[1])
+    np.testing.assert_allclose(hi, b[1])
+    _, mean_s, lo_s, hi_s = plot.aggregate([a, b], num_points=4, smooth=1, band="std")
+    np.testing.assert_allclose(mean_s - lo_s, 1.0)
+    np.testing.assert_allclose(hi_s - mean_s, 1.0)
+
+
+def test_aggregate_interpolates_onto_common_overlap():
+    # seed a: y = x/10 on steps 0..100 ; seed b: y = x/10 + 2 on steps 20..80
+    a = (np.array([0.0, 100.0]), np.array([0.0, 10.0]))
+    b = (np.array([20.0, 80.0]), np.array([4.0, 10.0]))
+    x, mean, lo, hi = plot.aggregate([a, b], num_points=7, smooth=1)
+    np.testing.assert_allclose(x, np.linspace(20, 80, 7))
+    np.testing.assert_allclose(mean, x / 10 + 1)
+    np.testing.assert_allclose(hi - lo, 2.0)
+    # xmax caps the grid
+    x2, *_ = plot.aggregate([a, b], num_points=5, smooth=1, xmax=60)
+    assert x2[0] == 20 and x2[-1] == 60
+
+
+def test_cli_one_png_per_env_id(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    rng = np.random.default_rng(0)
+    for seed in range(2):
+        make_run(logs / f"ppo-cp-s{seed}", rng.normal(size=30))
+        make_run(logs / f"ppo-ant-s{seed}", rng.normal(size=30), env_id="ALE/Pong-v5")
+        make_run(logs / f"a2c-cp-s{seed}", rng.normal(size=30))
+    out_dir = tmp_path / "plots"
+    rc = plot.main([
+        "--run", f"ppo={logs}/ppo-*",
+        "--run", f"a2c={logs / 'a2c-cp-s0'},{logs / 'a2c-cp-s1'}",
+        "--out-dir", str(out_dir), "--smooth", "5", "--num-points", "50",
+        "--title", "demo",
+    ])
+    assert rc == 0
+    files = sorted(p.name for p in out_dir.iterdir())
+    assert files == ["ALE_Pong-v5.png", "CartPole-v1.png"]
+    for name in files:
+        assert (out_dir / name).read_bytes()[:8] == PNG_MAGIC
+    assert str(out_dir / "CartPole-v1.png") in capsys.readouterr().out
+
+
+def test_cli_single_out(tmp_path):
+    run = make_run(tmp_path / "run", np.arange(50.0))
+    out = tmp_path / "sub" / "curve.png"
+    assert plot.main(["--run", f"ours={run}", "--out", str(out), "--xmax", "300"]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "noglob"])
+def test_cli_error_path(tmp_path, capsys, kind):
+    good = make_run(tmp_path / "good", [1.0, 2.0, 3.0])
+    bad = {
+        "missing": str(tmp_path / "does-not-exist"),
+        "empty": str(tmp_path / "empty"),
+        "noglob": str(tmp_path / "nothing-*"),
+    }[kind]
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "x.png"
+    rc = plot.main(["--run", f"a={good},{bad}", "--out", str(out)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("plot.py: error:")
+    assert bad in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_script_runs_standalone(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # script forces Agg
+    res = subprocess.run([sys.executable, str(SCRIPT), "--help"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0 and "usage: plot.py" in res.stdout
+    res = subprocess.run([sys.executable, str(SCRIPT), "--run", f"x={tmp_path}/nope",
+                          "--out", str(tmp_path / "o.png")],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "nope" in res.stderr

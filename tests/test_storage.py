@@ -1,0 +1,133 @@
+"""RolloutStorage: returns vs plain loops and stable-baselines3's buffer; generators' coverage."""
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
+
+T, N = 9, 4
+GAMMA, LAM = 0.97, 0.9
+
+
+def filled_storage(seed=0, truncations=True):
+    """A storage with random rewards/values and episode ends (some cut by a time limit)."""
+    g = torch.Generator().manual_seed(seed)
+    r = RolloutStorage(T, N, (3,), spaces.Discrete(2), 1)
+    r.rewards.copy_(torch.randn(T, N, 1, generator=g))
+    r.value_preds.copy_(torch.randn(T + 1, N, 1, generator=g))
+    done = torch.rand(T + 1, N, 1, generator=g) < 0.25
+    trunc = done & (torch.rand(T + 1, N, 1, generator=g) < 0.5) if truncations else torch.zeros_like(done)
+    r.masks.copy_((~done).float())
+    r.bad_masks.copy_((~trunc).float())
+    r.bootstrap_values.copy_(torch.randn(T, N, 1, generator=g) * trunc[1:].float())
+    return r
+
+
+def reference_returns(r, next_value, use_gae, proper):
+    """Per env, per step, with Python floats: the textbook definitions."""
+    out = np.zeros((T + 1, N))
+    for n in range(N):
+        V = [float(v) for v in r.value_preds[:, n, 0]]
+        V[T] = float(next_value[n, 0])
+        out[T, n] = V[T]
+        gae, ret = 0.0, V[T]
+        for t in reversed(range(T)):
+            ended = r.masks[t + 1, n, 0] == 0
+            truncated = r.bad_masks[t + 1, n, 0] == 0
+            if not ended:
+                v_next = V[t + 1]
+            elif truncated and proper:
+                v_next = float(r.bootstrap_values[t, n, 0])
+            else:
+                v_next = 0.0
+            rew = float(r.rewards[t, n, 0])
+            if use_gae:
+                delta = rew + GAMMA * v_next - V[t]
+                gae = delta + (0.0 if ended else GAMMA * LAM * gae)
+                out[t, n] = gae + V[t]
+            else:
+                ret = rew + GAMMA * (ret if not ended else v_next)
+                out[t, n] = ret
+    return out
+
+
+@pytest.mark.parametrize("use_gae", [True, False])
+@pytest.mark.parametrize("proper", [True, False])
+def test_compute_returns_matches_reference_loop(use_gae, proper):
+    r = filled_storage()
+    next_value = torch.randn(N, 1)
+    r.compute_returns(next_value, use_gae, GAMMA, LAM, use_proper_time_limits=proper)
+    expected = reference_returns(r, next_value, use_gae, proper)
+    np.testing.assert_allclose(r.returns.squeeze(-1).numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("truncations", [False, True])
+def test_gae_matches_stable_baselines3(truncations):
+    """SB3 folds the truncation bootstrap into the reward (r + gamma * V(final_obs)); same returns."""
+    from stable_baselines3.common.buffers import RolloutBuffer
+
+    r = filled_storage(seed=1, truncations=truncations)
+    next_value = torch.randn(N, 1)
+    r.compute_returns(next_value, True, GAMMA, LAM, use_proper_time_limits=True)
+
+    sb3 = RolloutBuffer(T, spaces.Box(-1, 1, (3,)), spaces.Discrete(2), device="cpu",
+                        gae_lambda=LAM, gamma=GAMMA, n_envs=N)
+    truncated = (1 - r.bad_masks[1:]).squeeze(-1)
+    for t in range(T):
+        reward = r.rewards[t, :, 0] + GAMMA * r.bootstrap_values[t, :, 0] * truncated[t]
+        sb3.add(np.zeros((N, 3)), np.zeros((N, 1)), reward.numpy(),
+                (1 - r.masks[t, :, 0]).numpy(), r.value_preds[t, :, 0].clone(), torch.zeros(N))
+    sb3.compute_returns_and_advantage(next_value.squeeze(1), (1 - r.masks[T, :, 0]).numpy())
+    np.testing.assert_allclose(r.returns[:-1, :, 0].numpy(), sb3.returns, rtol=1e-5, atol=1e-5)
+
+
+def test_insert_and_after_update():
+    r = RolloutStorage(2, 3, (2,), spaces.Box(-1, 1, (2,), np.float32), 4)
+    for s in range(2):
+        r.insert(torch.full((3, 2), s + 1.0), torch.full((3, 4), s + 1.0), torch.ones(3, 2),
+                 torch.zeros(3, 1), torch.zeros(3, 1), torch.ones(3, 1), torch.zeros(3, 1),
+                 torch.ones(3, 1))
+    assert r.step == 0
+    assert torch.all(r.obs[2] == 2.0) and torch.all(r.masks[2] == 0)
+    r.after_update()
+    assert torch.all(r.obs[0] == 2.0) and torch.all(r.recurrent_hidden_states[0] == 2.0)
+    assert torch.all(r.masks[0] == 0)
+
+
+@pytest.mark.parametrize("num_mini_batch", [1, 4, 6])
+def test_feed_forward_generator_visits_every_sample_once(num_mini_batch):
+    r = RolloutStorage(T, N, (1,), spaces.Discrete(2), 1)
+    r.obs[:T] = torch.arange(T * N, dtype=torch.float32).view(T, N, 1)
+    advantages = torch.arange(T * N, dtype=torch.float32).view(T, N, 1)
+    seen = []
+    for b in r.feed_forward_generator(advantages, num_mini_batch=num_mini_batch):
+        assert isinstance(b, Minibatch)
+        assert b.obs.shape == (T * N // num_mini_batch, 1)
+        torch.testing.assert_close(b.obs, b.advantages)  # rows stay aligned across fields
+        seen += b.obs.squeeze(1).long().tolist()
+    assert sorted(seen) == list(range(T * N))
+
+
+def test_recurrent_generator_yields_whole_env_columns():
+    r = RolloutStorage(T, N, (1,), spaces.Discrete(2), 5)
+    r.obs[:T] = torch.arange(T * N, dtype=torch.float32).view(T, N, 1)
+    r.recurrent_hidden_states[0] = torch.arange(N, dtype=torch.float32).view(N, 1).expand(N, 5)
+    advantages = torch.zeros(T, N, 1)
+    seen = []
+    for b in r.recurrent_generator(advantages, num_mini_batch=2):
+        envs = b.recurrent_hidden_states[:, 0].long()
+        assert b.recurrent_hidden_states.shape == (2, 5)
+        # Time-major flattening: row t * n + k is step t of the k-th env of the batch.
+        expected = (torch.arange(T).view(T, 1) * N + envs.view(1, -1)).reshape(-1)
+        assert torch.equal(b.obs.squeeze(1).long(), expected)
+        seen += b.obs.squeeze(1).long().tolist()
+    assert sorted(seen) == list(range(T * N))
+
+
+def test_generators_refuse_impossible_splits():
+    r = RolloutStorage(2, 2, (1,), spaces.Discrete(2), 1)
+    with pytest.raises(ValueError, match="num_mini_batch"):
+        next(r.recurrent_generator(torch.zeros(2, 2, 1), num_mini_batch=3))
+    with pytest.raises(ValueError, match="num_mini_batch"):
+        next(r.feed_forward_generator(torch.zeros(2, 2, 1), num_mini_batch=5))
