@@ -1,12 +1,13 @@
 """Training throughput: ours vs stable-baselines3 on identical settings, side by side.
 
-    python scripts/bench_fps.py                 # all cases, 2 alternating rounds
-    python scripts/bench_fps.py --cases a b --rounds 3
+    python scripts/bench_fps.py                 # all cases, seeds 1 and 2
+    python scripts/bench_fps.py --cases a b --seeds 1 2 3
 
 Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and
-SB3 round by round so that machine noise hits both alike. Reported: env-steps/s (wall time of
+SB3 seed by seed so that machine noise hits both alike. Reported: env-steps/s (wall time of
 env creation + model creation + training), peak RSS of the process and its children, and the
-ratio ours / SB3. Case (e), raw vector-env stepping, comes from ``scripts/bench_envs.py``.
+ratio ours / SB3, and the mean return of the last 20 training episodes of each run (so that
+``--seeds 1 2 3`` also compares what was learned at equal env steps). Case (e), raw vector-env stepping, comes from ``scripts/bench_envs.py``.
 
 Cases (as issue #2 defines them):
   a  PPO CartPole-v1, 8 envs x 128 steps, 4 epochs, 4 minibatches, 100k steps
@@ -16,6 +17,7 @@ Cases (as issue #2 defines them):
   e  raw random-action stepping, 8 envs: our shmem vs SB3 SubprocVecEnv (CartPole, HalfCheetah)
 """
 import argparse
+import glob
 import json
 import os
 import resource
@@ -91,6 +93,16 @@ def run_sb3(c, seed, workdir):
     env.close()
 
 
+def last_returns(workdir, n=20):
+    """Mean return of the last ``n`` finished episodes in the run's monitor files."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from plot import load_run
+    log_dir = os.path.dirname(glob.glob(os.path.join(workdir, "**", "*.monitor.csv"),
+                                        recursive=True)[0])
+    _, returns, _ = load_run(log_dir)
+    return float(returns[-n:].mean())
+
+
 def one_measurement(impl, case, seed):
     """Runs inside the subprocess: prints one JSON line."""
     c = CASES[case]
@@ -98,7 +110,9 @@ def one_measurement(impl, case, seed):
         start = time.perf_counter()
         (run_ours if impl == "ours" else run_sb3)(c, seed, workdir)
         elapsed = time.perf_counter() - start
-    print(json.dumps({"fps": c["total"] / elapsed, "seconds": elapsed, "peak_rss_mb": peak_rss_mb()}))
+        final = last_returns(workdir)
+    print(json.dumps({"fps": c["total"] / elapsed, "seconds": elapsed,
+                      "peak_rss_mb": peak_rss_mb(), "return": final}))
 
 
 def measure(impl, case, seed):
@@ -112,14 +126,15 @@ def measure(impl, case, seed):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", nargs="+", default=list("abcde"), choices=list("abcde"))
-    p.add_argument("--rounds", type=int, default=2, help="alternating rounds per case")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2],
+                   help="one alternating round (ours, SB3) per seed")
+    p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--one", nargs=2, metavar=("IMPL", "CASE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one:
         return one_measurement(args.one[0], args.one[1], args.seed)
 
-    print(f"{'case':<5}{'impl':<6}{'env-steps/s':>13}{'peak MB':>10}   rounds")
+    print(f"{'case':<5}{'impl':<6}{'env-steps/s':>13}{'peak MB':>10}{'return':>9}   per seed: fps/return")
     for case in args.cases:
         if case == "e":
             sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -127,17 +142,18 @@ def main(argv=None):
             bench_envs_main([])
             continue
         results = {"ours": [], "sb3": []}
-        for r in range(args.rounds):
+        for r, seed in enumerate(args.seeds):
             order = ("ours", "sb3") if r % 2 == 0 else ("sb3", "ours")
             for impl in order:
-                results[impl].append(measure(impl, case, args.seed))
+                results[impl].append(measure(impl, case, seed))
         summary = {}
         for impl, runs in results.items():
             fps = sorted(x["fps"] for x in runs)[len(runs) // 2]  # median
             mem = max(x["peak_rss_mb"] for x in runs)
             summary[impl] = (fps, mem)
-            print(f"{case:<5}{impl:<6}{fps:>13.0f}{mem:>10.0f}   "
-                  + ", ".join(f"{x['fps']:.0f}" for x in runs), flush=True)
+            mean_return = sum(x["return"] for x in runs) / len(runs)
+            print(f"{case:<5}{impl:<6}{fps:>13.0f}{mem:>10.0f}{mean_return:>9.1f}   "
+                  + ", ".join(f"{x['fps']:.0f}/{x['return']:.1f}" for x in runs), flush=True)
         ratio = summary["ours"][0] / summary["sb3"][0]
         print(f"{case:<5}ratio ours/sb3: {ratio:.2f}x fps, {summary['ours'][1] / summary['sb3'][1]:.2f}x "
               f"peak memory  ({CASES[case]['algo'].upper()} {CASES[case]['env']})", flush=True)
