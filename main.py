@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from a2c_ppo_acktr import algo, utils
-from a2c_ppo_acktr.arguments import get_args
+from a2c_ppo_acktr.arguments import fail, get_args
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
-from a2c_ppo_acktr.logger import ScalarLogger
+from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
 from evaluation import evaluate
@@ -71,6 +71,10 @@ def collect_rollout(envs, actor_critic, rollouts, episode_rewards, use_proper_ti
                         bootstrap)
 
 
+def save_path(args):
+    return os.path.join(args.save_dir, args.algo, args.env_name.replace("/", "_") + ".pt")
+
+
 def checkpoint_state(args, actor_critic, agent, envs, env_steps):
     """Everything needed to rebuild and resume the run, as tensors and plain values."""
     vec_norm = get_vec_normalize(envs)
@@ -79,19 +83,41 @@ def checkpoint_state(args, actor_critic, agent, envs, env_steps):
         "optimizer": agent.optimizer.state_dict(),
         "obs_rms": vec_norm.state_dict() if vec_norm is not None else None,
         "env_steps": env_steps,
+        "torch_rng": torch.get_rng_state(),
         "env_name": args.env_name,
         "algo": args.algo,
         "obs_shape": list(envs.observation_space.shape),
+        "action_space": str(envs.action_space),
         "recurrent_policy": args.recurrent_policy,
     }
 
 
-def save_path(args):
-    return os.path.join(args.save_dir, args.algo, args.env_name.replace("/", "_") + ".pt")
+def check_run_dirs(args, log_dir):
+    """A new run must not silently replace an old one; --resume needs one to continue."""
+    path = save_path(args)
+    monitors = glob.glob(os.path.join(log_dir, "*.monitor.csv"))
+    if args.resume:
+        if not os.path.exists(path):
+            fail(f"--resume: no checkpoint at {path}; start a new run without --resume")
+    elif not args.overwrite and (os.path.exists(path) or monitors):
+        found = path if os.path.exists(path) else log_dir
+        fail(f"{found} already holds a run; pass --resume to continue it or --overwrite to "
+             "replace it")
 
 
 def main(argv=None):
     args = get_args(argv)
+    log_dir = os.path.expanduser(args.log_dir)
+    eval_log_dir = log_dir + "_eval"
+    check_run_dirs(args, log_dir)
+
+    resumed = None
+    if args.resume:
+        try:
+            resumed = utils.load_checkpoint(save_path(args))
+        except utils.CheckpointError as e:
+            fail(f"--resume: {e}")
+    env_steps = resumed["env_steps"] if resumed else 0
 
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
@@ -103,18 +129,34 @@ def main(argv=None):
     torch.set_num_threads(1)
     device = torch.device("cuda:0" if args.cuda else "cpu")
 
-    log_dir = os.path.expanduser(args.log_dir)
-    eval_log_dir = log_dir + "_eval"
     for d in (log_dir, eval_log_dir):
         os.makedirs(d, exist_ok=True)
-        for f in glob.glob(os.path.join(d, "*.monitor.csv")):
-            os.remove(f)
+        if not resumed:
+            for f in glob.glob(os.path.join(d, "*.monitor.csv")):
+                os.remove(f)
 
-    envs = make_vec_envs(args.env_name, args.seed, args.num_processes, args.gamma, log_dir,
-                         device, False, vec_env=args.vec_env)
+    try:
+        # A resumed run re-seeds its envs past the seeds already used, not replaying them.
+        envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes, args.gamma,
+                             log_dir, device, False, vec_env=args.vec_env,
+                             monitor_append=bool(resumed))
+    except ValueError as e:  # unknown env id (with suggestions), bad vectorization
+        fail(str(e))
     actor_critic = Policy(envs.observation_space.shape, envs.action_space,
                           base_kwargs={"recurrent": args.recurrent_policy}).to(device)
     agent = make_agent(args, actor_critic)
+    if resumed:
+        try:
+            utils.check_checkpoint(resumed, save_path(args), args.env_name,
+                                   envs.observation_space.shape, envs.action_space)
+            actor_critic.load_state_dict(resumed["actor_critic"])
+            agent.optimizer.load_state_dict(resumed["optimizer"])
+        except (utils.CheckpointError, RuntimeError, ValueError, KeyError) as e:
+            envs.close()
+            fail(f"--resume: {str(e).splitlines()[0]}")
+        if resumed["obs_rms"] is not None:
+            get_vec_normalize(envs).load_state_dict(resumed["obs_rms"])
+        torch.set_rng_state(resumed["torch_rng"])
 
     obs = envs.reset()
     rollouts = RolloutStorage(args.num_steps, args.num_processes, envs.observation_space.shape,
@@ -122,11 +164,14 @@ def main(argv=None):
                               obs_dtype=obs.dtype).to(device)
     rollouts.obs[0].copy_(obs)
 
-    logger = ScalarLogger(log_dir)
+    logger = ScalarLogger(log_dir, append=bool(resumed))
+    eval_logger = ScalarLogger(log_dir, "eval.csv", tensorboard=False, append=bool(resumed))
+    progress = ProgressLine(args.num_env_steps)
     episode_rewards = deque(maxlen=10)
-    start = time.time()
-    num_updates = args.num_env_steps // args.num_steps // args.num_processes
-    for j in range(num_updates):
+    start, start_steps = time.time(), env_steps
+    steps_per_update = args.num_steps * args.num_processes
+    num_updates = args.num_env_steps // steps_per_update
+    for j in range(env_steps // steps_per_update, num_updates):
         if args.use_linear_lr_decay:
             utils.update_linear_schedule(agent.optimizer, j, num_updates, args.lr)
 
@@ -140,32 +185,37 @@ def main(argv=None):
 
         value_loss, action_loss, dist_entropy = agent.update(rollouts)
         if not all(math.isfinite(x) for x in (value_loss, action_loss, dist_entropy)):
-            print(f"{sys.argv[0]}: error: non-finite loss at update {j} (value {value_loss}, "
-                  f"action {action_loss}, entropy {dist_entropy}); stopping, the last saved "
-                  "checkpoint is kept", file=sys.stderr)
+            progress.clear()
+            print(f"{os.path.basename(sys.argv[0])}: error: non-finite loss at update {j} (value "
+                  f"{value_loss}, action {action_loss}, entropy {dist_entropy}); stopped, "
+                  f"keeping the last saved checkpoint {save_path(args)}", file=sys.stderr)
             envs.close()
             logger.close()
+            eval_logger.close()
             return 1
         rollouts.after_update()
 
-        total_num_steps = (j + 1) * args.num_processes * args.num_steps
+        env_steps = (j + 1) * steps_per_update
         last = j == num_updates - 1
         if (j % args.save_interval == 0 or last) and args.save_dir != "":
-            utils.save_checkpoint(checkpoint_state(args, actor_critic, agent, envs, total_num_steps),
+            utils.save_checkpoint(checkpoint_state(args, actor_critic, agent, envs, env_steps),
                                   save_path(args))
 
+        fps = int((env_steps - start_steps) / (time.time() - start))
+        recent = float(np.mean(episode_rewards)) if episode_rewards else float("nan")
+        progress.update(env_steps, fps, recent)
         if j % args.log_interval == 0 or last:
-            fps = int(total_num_steps / (time.time() - start))
             rewards = np.array(episode_rewards) if episode_rewards else np.full(1, np.nan)
-            row = {"update": j, "timesteps": total_num_steps, "fps": fps,
-                   "mean_return": float(np.mean(rewards)), "median_return": float(np.median(rewards)),
+            row = {"update": j, "timesteps": env_steps, "fps": fps,
+                   "mean_return": recent, "median_return": float(np.median(rewards)),
                    "min_return": float(np.min(rewards)), "max_return": float(np.max(rewards)),
                    "value_loss": value_loss, "action_loss": action_loss, "entropy": dist_entropy,
                    "approx_kl": agent.stats.get("approx_kl", float("nan")),
                    "clip_fraction": agent.stats.get("clip_fraction", float("nan")),
                    "lr": agent.optimizer.param_groups[0]["lr"], "time": time.time() - start}
-            logger.log(row, total_num_steps)
-            print(f"Updates {j}, num timesteps {total_num_steps}, FPS {fps} \n"
+            logger.log(row, env_steps)
+            progress.clear()
+            print(f"Updates {j}, num timesteps {env_steps}, FPS {fps} \n"
                   f" Last {len(episode_rewards)} training episodes: mean/median reward "
                   f"{row['mean_return']:.1f}/{row['median_return']:.1f}, min/max reward "
                   f"{row['min_return']:.1f}/{row['max_return']:.1f}\n"
@@ -176,11 +226,17 @@ def main(argv=None):
 
         if args.eval_interval is not None and len(episode_rewards) > 1 and j % args.eval_interval == 0:
             vec_norm = get_vec_normalize(envs)
-            evaluate(actor_critic, vec_norm.state_dict() if vec_norm is not None else None,
-                     args.env_name, args.seed, args.num_processes, eval_log_dir, device)
+            progress.clear()
+            returns = evaluate(actor_critic, vec_norm.state_dict() if vec_norm is not None else None,
+                               args.env_name, args.seed, args.num_processes, eval_log_dir, device)
+            eval_logger.log({"update": j, "timesteps": env_steps, "episodes": len(returns),
+                             "mean_return": float(np.mean(returns)),
+                             "std_return": float(np.std(returns))}, env_steps)
 
+    progress.clear()
     envs.close()
     logger.close()
+    eval_logger.close()
     return 0
 
 

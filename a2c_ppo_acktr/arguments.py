@@ -1,5 +1,6 @@
 """The command line of ``main.py``: the original's flags, names and defaults, plus ``--vec-env``."""
 import argparse
+import os
 import sys
 
 import torch
@@ -68,47 +69,55 @@ def build_parser():
                    help="use a recurrent (GRU) policy")
     p.add_argument("--use-linear-lr-decay", action="store_true", default=False,
                    help="decay the learning rate linearly to 0")
+    p.add_argument("--resume", action="store_true", default=False,
+                   help="continue the run saved in --save-dir (same step count, optimizer, "
+                   "normalization, schedule); logs and monitor files are appended")
+    p.add_argument("--overwrite", action="store_true", default=False,
+                   help="start a new run even if --save-dir / --log-dir hold one (replacing it)")
     p.add_argument("--vec-env", default="auto",
                    help="vectorization: " + " | ".join(VEC_ENVS)
                    + " (auto: chosen per env from measurements, see envs.py)")
     return p
 
 
-def _fail(message):
+def fail(message):
     """One line on stderr and exit status 2: bad input is explained, never a traceback."""
-    print(f"{sys.argv[0] if sys.argv else 'main.py'}: error: {message}", file=sys.stderr)
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "main.py"
+    print(f"{prog}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
 
 def check_args(args):
     """Reject values that would otherwise fail deep inside torch or silently misbehave."""
     if args.algo not in ALGOS:
-        _fail(f"unknown --algo {args.algo!r}; choose one of: {', '.join(ALGOS)}")
+        fail(f"unknown --algo {args.algo!r}; choose one of: {', '.join(ALGOS)}")
     if args.vec_env not in VEC_ENVS:
-        _fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENVS)}")
+        fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENVS)}")
     for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
                  "save_interval", "num_env_steps", "eval_interval"):
         value = getattr(args, name)
         if value is not None and value <= 0:
-            _fail(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+            fail(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
     for name in ("lr", "eps", "max_grad_norm", "clip_param"):
         value = getattr(args, name)
         if not value > 0:
-            _fail(f"--{name.replace('_', '-')} must be positive, got {value}")
+            fail(f"--{name.replace('_', '-')} must be positive, got {value}")
     for name in ("gamma", "gae_lambda", "alpha"):
         value = getattr(args, name)
         if not 0 <= value <= 1:
-            _fail(f"--{name.replace('_', '-')} must be in [0, 1], got {value}")
+            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {value}")
     if args.algo == "ppo":
         batch = args.num_processes * args.num_steps
         if args.recurrent_policy and args.num_processes < args.num_mini_batch:
-            _fail(f"recurrent PPO needs --num-processes ({args.num_processes}) >= "
+            fail(f"recurrent PPO needs --num-processes ({args.num_processes}) >= "
                   f"--num-mini-batch ({args.num_mini_batch})")
         if batch % args.num_mini_batch != 0 or batch < args.num_mini_batch:
-            _fail(f"--num-processes * --num-steps ({args.num_processes} * {args.num_steps} = "
+            fail(f"--num-processes * --num-steps ({args.num_processes} * {args.num_steps} = "
                   f"{batch}) must be a multiple of --num-mini-batch ({args.num_mini_batch})")
+    if args.resume and args.overwrite:
+        fail("--resume and --overwrite exclude each other: continue the run or replace it")
     if args.num_env_steps < args.num_processes * args.num_steps:
-        _fail(f"--num-env-steps ({args.num_env_steps}) is less than one rollout "
+        fail(f"--num-env-steps ({args.num_env_steps}) is less than one rollout "
               f"(--num-processes * --num-steps = {args.num_processes * args.num_steps})")
 
 

@@ -27,7 +27,7 @@ class CategoricalDist:
     __slots__ = ("logits",)
 
     def __init__(self, logits):
-        self.logits = logits - logits.logsumexp(-1, keepdim=True)  # normalized log-probabilities
+        self.logits = torch.log_softmax(logits, -1)  # normalized log-probabilities
 
     def sample(self):
         # Inverse CDF: cheaper than torch.multinomial for a few rows. The clamp guards the

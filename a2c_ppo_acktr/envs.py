@@ -15,6 +15,7 @@ observation of the next episode, so no transition straddles two episodes.
 import copyreg
 import difflib
 import io
+import json
 import mmap
 import multiprocessing as mp
 import os
@@ -102,6 +103,15 @@ class SeedFirstReset(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
 
+def _monitor_t_start(path):
+    """``t_start`` in the JSON header of an existing monitor file, or None."""
+    try:
+        with open(path) as f:
+            return float(json.loads(f.readline()[1:])["t_start"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, monitor_append=False):
     """Return a thunk building env ``rank``: gym env, Monitor, Atari preprocessing, CHW images.
 
@@ -123,8 +133,12 @@ def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, 
             env = MaxAndSkipEnv(env, skip=4)
         if log_dir is not None:
             # Inside EpisodicLife, so the CSV holds whole games with raw (unclipped) rewards.
-            env = Monitor(env, os.path.join(log_dir, str(rank)), allow_early_resets=allow_early_resets,
+            filename = os.path.join(log_dir, str(rank))
+            t_start = _monitor_t_start(filename + ".monitor.csv") if monitor_append else None
+            env = Monitor(env, filename, allow_early_resets=allow_early_resets,
                           override_existing=not monitor_append)
+            if t_start is not None:
+                env.t_start = t_start  # appended rows continue the file's clock
         if atari:
             env = EpisodicLifeEnv(env)
             if "FIRE" in env.unwrapped.get_action_meanings():
@@ -440,7 +454,12 @@ class RunningMeanStd:
 
     def update(self, x):
         """x: (batch, *shape)."""
-        self.update_from_moments(np.mean(x, axis=0), np.var(x, axis=0), x.shape[0])
+        # np.mean / np.var go through Python-level wrappers (~10-25 us each on a batch of 8);
+        # the same arithmetic with ufunc reductions is ~5x cheaper, and runs twice per step.
+        n = x.shape[0]
+        batch_mean = np.add.reduce(x, axis=0, dtype=np.float64) / n
+        centred = x - batch_mean
+        self.update_from_moments(batch_mean, np.add.reduce(centred * centred, axis=0) / n, n)
 
     def update_from_moments(self, batch_mean, batch_var, batch_count):
         delta = batch_mean - self.mean

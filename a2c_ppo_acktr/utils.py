@@ -43,6 +43,26 @@ def save_checkpoint(state, path):
         raise
 
 
+class CheckpointError(Exception):
+    """A checkpoint that is missing, unreadable or belongs to another env; the message is one line."""
+
+
 def load_checkpoint(path, map_location="cpu"):
     """Read a checkpoint written by ``save_checkpoint``; never unpickles code."""
-    return torch.load(path, map_location=map_location, weights_only=True)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated, garbage, or pickled objects that weights_only refuses
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"cannot read checkpoint {path}: {reason[:200]}") from e
+
+
+def check_checkpoint(ckpt, path, env_name, obs_shape, action_space):
+    """Raise ``CheckpointError`` unless ``ckpt`` was saved for this env and these spaces."""
+    expected = {"env_name": env_name, "obs_shape": list(obs_shape),
+                "action_space": str(action_space)}
+    for key, want in expected.items():
+        got = ckpt.get(key)
+        if got != want:
+            raise CheckpointError(f"checkpoint {path} is for {key} {got!r}, expected {want!r}")

@@ -57,7 +57,9 @@ def run_ours(c, seed, workdir):
             "--gae-lambda", "0.95", "--value-loss-coef", "0.5", "--max-grad-norm", "0.5",
             "--eps", "1e-5", "--seed", str(seed), "--log-interval", "1000000",
             "--save-interval", "1000000", "--log-dir", os.path.join(workdir, "logs"),
-            "--save-dir", os.path.join(workdir, "models"), "--no-cuda"]
+            "--save-dir", os.path.join(workdir, "models"), "--no-cuda",
+            # SB3 always bootstraps episodes cut by a time limit; this is our flag for that.
+            "--use-proper-time-limits"]
     if c["gae"]:
         argv.append("--use-gae")
     with open(os.devnull, "w") as devnull:

@@ -1,6 +1,6 @@
 """End to end: main.py trains, is deterministic on CPU, saves loadable checkpoints, and learns."""
 import csv
-import glob
+import importlib.util
 import os
 
 import numpy as np
@@ -11,6 +11,12 @@ import main
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.utils import load_checkpoint
+
+_spec = importlib.util.spec_from_file_location(
+    "plot", os.path.join(os.path.dirname(main.__file__), "scripts", "plot.py"))
+_plot = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_plot)
+load_run = _plot.load_run
 
 # The README's CartPole command (the learning test uses it as written there).
 CARTPOLE_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "8",
@@ -26,13 +32,8 @@ def run(tmp_path, extra, name="run"):
 
 
 def monitor_returns(log_dir):
-    """Episode returns of all monitor files, in order of finishing time."""
-    rows = []
-    for path in glob.glob(os.path.join(log_dir, "*.monitor.csv")):
-        with open(path) as f:
-            f.readline()
-            rows += [(float(r["t"]), float(r["r"])) for r in csv.DictReader(f)]
-    return [r for _, r in sorted(rows)]
+    """Episode returns of all of a run's monitor files, in order of finishing time."""
+    return list(load_run(log_dir)[1])
 
 
 SHORT = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8",
@@ -103,3 +104,108 @@ def test_ppo_solves_cartpole(tmp_path):
     log_dir, _ = run(tmp_path, CARTPOLE_PPO + ["--seed", "1", "--log-interval", "50"])
     returns = monitor_returns(log_dir)
     assert np.mean(returns[-20:]) >= 475, returns[-20:]
+
+
+A2C_TINY = ["--algo", "a2c", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps",
+            "8", "--vec-env", "dummy", "--save-interval", "1", "--log-interval", "1"]
+
+
+def dirs(tmp_path):
+    return ["--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+
+
+def expect_exit_2(capsys, argv, needle):
+    with pytest.raises(SystemExit) as exc:
+        main.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err, err
+    return err
+
+
+def test_resume_after_interrupt(tmp_path):
+    """Kill a run mid-way, resume it: steps, logs and monitor files continue where they stopped."""
+    import subprocess
+    import sys
+    import time
+
+    argv = A2C_TINY + ["--num-env-steps", "200000"] + dirs(tmp_path)
+    proc = subprocess.Popen([sys.executable, os.path.join(main.__file__)] + argv,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    progress = tmp_path / "logs" / "progress.csv"
+    deadline = time.time() + 60
+    while time.time() < deadline and (not progress.exists() or len(progress.read_text().splitlines()) < 30):
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    ckpt_path = os.path.join(tmp_path, "models", "a2c", "CartPole-v1.pt")
+    stopped_at = load_checkpoint(ckpt_path)["env_steps"]
+    rows_before = len(progress.read_text().splitlines()) - 1
+    episodes_before = len(monitor_returns(str(tmp_path / "logs")))
+    assert 0 < stopped_at < 200000 and rows_before >= 29
+
+    total = stopped_at + 320
+    resumed_argv = A2C_TINY + ["--num-env-steps", str(total), "--resume"] + dirs(tmp_path)
+    assert main.main(resumed_argv) == 0
+
+    assert load_checkpoint(ckpt_path)["env_steps"] == total
+    with open(progress) as f:
+        steps = [int(r["timesteps"]) for r in csv.DictReader(f)]
+    assert len(steps) == rows_before + 20
+    assert steps == sorted(steps) and len(set(steps)) == len(steps) and steps[-1] == total
+    assert steps[rows_before] == stopped_at + 16  # the first update after the checkpoint
+    with open(tmp_path / "logs" / "0.monitor.csv") as f:
+        lines = f.read().splitlines()
+    assert sum(line.startswith("#") for line in lines) == 1  # appended, not rewritten
+    assert len(monitor_returns(str(tmp_path / "logs"))) > episodes_before
+
+
+def test_existing_run_is_not_overwritten(tmp_path, capsys):
+    argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
+    assert main.main(argv) == 0
+    ckpt_path = tmp_path / "models" / "a2c" / "CartPole-v1.pt"
+    before = ckpt_path.read_bytes()
+    expect_exit_2(capsys, argv, "--resume")
+    assert ckpt_path.read_bytes() == before
+    assert main.main(argv + ["--overwrite"]) == 0
+
+
+def test_resume_refuses_bad_checkpoints(tmp_path, capsys):
+    argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
+    expect_exit_2(capsys, argv + ["--resume"], "no checkpoint")
+    assert main.main(argv) == 0
+    models = tmp_path / "models" / "a2c"
+    # A CartPole checkpoint where an Acrobot one is expected.
+    (models / "Acrobot-v1.pt").write_bytes((models / "CartPole-v1.pt").read_bytes())
+    acrobot = [a if a != "CartPole-v1" else "Acrobot-v1" for a in argv]
+    expect_exit_2(capsys, acrobot + ["--resume"], "expected 'Acrobot-v1'")
+    # Same env name, other action space.
+    ckpt = load_checkpoint(str(models / "CartPole-v1.pt"))
+    ckpt["action_space"] = "Discrete(3)"
+    torch.save(ckpt, models / "CartPole-v1.pt")
+    expect_exit_2(capsys, argv + ["--resume"], "action_space")
+    (models / "CartPole-v1.pt").write_bytes(b"not a checkpoint")
+    expect_exit_2(capsys, argv + ["--resume"], "cannot read checkpoint")
+
+
+def test_unknown_env_id_suggests_close_matches(tmp_path, capsys):
+    argv = ["--env-name", "CartPole-v9", "--num-processes", "2", "--num-steps", "8"] + dirs(tmp_path)
+    expect_exit_2(capsys, argv, "CartPole-v1")
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeypatch):
+    from a2c_ppo_acktr.algo import A2C_ACKTR
+
+    update = A2C_ACKTR.update
+    calls = []
+
+    def failing_update(self, rollouts):
+        calls.append(1)
+        return (float("nan"), 0.0, 0.0) if len(calls) == 3 else update(self, rollouts)
+
+    monkeypatch.setattr(A2C_ACKTR, "update", failing_update)
+    assert main.main(A2C_TINY + ["--num-env-steps", "160"] + dirs(tmp_path)) == 1
+    assert "non-finite loss" in capsys.readouterr().err
+    ckpt = load_checkpoint(os.path.join(tmp_path, "models", "a2c", "CartPole-v1.pt"))
+    assert ckpt["env_steps"] == 32  # saved after the 2 good updates, not after the bad one
+    assert all(torch.isfinite(v).all() for v in ckpt["actor_critic"].values())
