@@ -80,9 +80,10 @@ def build_parser():
     return p
 
 
-def fail(message):
+def fail(message, prog=None):
     """One line on stderr and exit status 2: bad input is explained, never a traceback."""
-    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "main.py"
+    if prog is None:
+        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "main.py"
     print(f"{prog}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
