@@ -581,6 +581,10 @@ class VecPyTorch:
         self.observation_space = venv.observation_space
         self.action_space = venv.action_space
         self._squeeze_actions = isinstance(self.action_space, spaces.Discrete)
+        # The Gaussian policy is unbounded; the env gets its sample clipped to the Box (MuJoCo's
+        # control cost would otherwise charge for the excess), while the rollout keeps the
+        # unclipped sample so that its log-probability stays exact (as SB3 and CleanRL do).
+        self._clip = isinstance(self.action_space, spaces.Box)
 
     def _to_torch(self, array):
         t = torch.from_numpy(np.asarray(array))  # no copy on the CPU
@@ -594,7 +598,10 @@ class VecPyTorch:
     def step(self, actions):
         if self._squeeze_actions and actions.dim() == 2:
             actions = actions.squeeze(1)  # (N, 1) long -> (N,)
-        obs, reward, terminated, truncated, infos = self.venv.step(actions.cpu().numpy())
+        actions = actions.cpu().numpy()
+        if self._clip:
+            actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        obs, reward, terminated, truncated, infos = self.venv.step(actions)
         for info in infos:
             if "final_obs" in info:
                 info["final_obs"] = self._to_torch(info["final_obs"])

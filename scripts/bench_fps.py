@@ -76,6 +76,9 @@ def run_sb3(c, seed, workdir):
     from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
     if "NoFrameskip" in c["env"]:
+        import ale_py
+        import gymnasium as gym
+        gym.register_envs(ale_py)
         env = VecFrameStack(make_atari_env(c["env"], n_envs=c["n_envs"], seed=seed,
                                            monitor_dir=workdir), 4)
         policy = "CnnPolicy"

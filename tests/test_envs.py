@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 from gymnasium.wrappers import TimeLimit
 from stable_baselines3.common.vec_env import DummyVecEnv as SB3DummyVecEnv
 from stable_baselines3.common.vec_env import VecNormalize as SB3VecNormalize
@@ -282,3 +283,26 @@ def test_worker_crash_raises(failure, match):
             venv.step(np.zeros(3, np.int64))
     if not failure.get("fail_init"):
         assert venv.closed  # workers were shut down, nothing left hanging
+
+
+class RecordActionEnv(gym.Env):
+    """Box(-1, 1) actions; the observation echoes the action the env received."""
+
+    observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.asarray(action, np.float32), 0.0, False, False, {}
+
+
+def test_box_actions_are_clipped_to_the_space():
+    envs = VecPyTorch(DummyVecEnv([RecordActionEnv]), "cpu")
+    envs.reset()
+    actions = torch.tensor([[3.0, -0.5]])
+    obs, _, _, _, _ = envs.step(actions)
+    assert obs.tolist() == [[1.0, -0.5]]
+    assert actions.tolist() == [[3.0, -0.5]]  # the caller's (stored) sample is untouched
