@@ -175,7 +175,10 @@ def main(argv=None):
     num_updates = args.num_env_steps // steps_per_update
     for j in range(env_steps // steps_per_update, num_updates):
         if args.use_linear_lr_decay:
-            utils.update_linear_schedule(agent.optimizer, j, num_updates, args.lr)
+            # ACKTR decays K-FAC's own lr (--lr is not used by it).
+            utils.update_linear_schedule(agent.optimizer, j, num_updates,
+                                         agent.optimizer.defaults["lr"] if args.algo == "acktr"
+                                         else args.lr)
 
         collect_rollout(envs, actor_critic, rollouts, episode_rewards, args.use_proper_time_limits)
 

@@ -5,7 +5,7 @@ import sys
 
 import torch
 
-ALGOS = ("a2c", "ppo")
+ALGOS = ("a2c", "ppo", "acktr")
 VEC_ENVS = ("auto", "dummy", "shmem")
 
 
@@ -22,7 +22,9 @@ def _count(text):
 
 def build_parser():
     p = argparse.ArgumentParser(description="A2C / PPO for gymnasium environments")
-    p.add_argument("--algo", default="a2c", help="algorithm: " + " | ".join(ALGOS))
+    p.add_argument("--algo", default="a2c",
+                   help="algorithm: " + " | ".join(ALGOS) + " (acktr uses K-FAC's own lr 0.25, "
+                   "momentum 0.9, kl-clip 0.001 and ignores --lr, --eps, --alpha, --max-grad-norm)")
     p.add_argument("--lr", type=float, default=7e-4, help="learning rate (default: 7e-4)")
     p.add_argument("--eps", type=float, default=1e-5,
                    help="RMSprop / Adam optimizer epsilon (default: 1e-5)")
@@ -107,6 +109,9 @@ def check_args(args):
         value = getattr(args, name)
         if not 0 <= value <= 1:
             fail(f"--{name.replace('_', '-')} must be in [0, 1], got {value}")
+    if args.algo == "acktr" and args.recurrent_policy:
+        fail("--algo acktr does not support --recurrent-policy: K-FAC here covers Linear and "
+             "Conv2d layers only, not the GRU")
     if args.algo == "ppo":
         batch = args.num_processes * args.num_steps
         if args.recurrent_policy and args.num_processes < args.num_mini_batch:

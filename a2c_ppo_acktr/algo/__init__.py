@@ -1,5 +1,6 @@
 """One module per algorithm; each agent has ``update(rollouts) -> value_loss, action_loss, dist_entropy``."""
 from a2c_ppo_acktr.algo.a2c_acktr import A2C_ACKTR
+from a2c_ppo_acktr.algo.kfac import KFACOptimizer
 from a2c_ppo_acktr.algo.ppo import PPO
 
-__all__ = ["A2C_ACKTR", "PPO"]
+__all__ = ["A2C_ACKTR", "KFACOptimizer", "PPO"]

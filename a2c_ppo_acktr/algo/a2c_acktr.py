@@ -1,26 +1,36 @@
-"""Advantage actor-critic (A2C, synchronous A3C) on the whole rollout as one batch."""
+"""Advantage actor-critic (A2C, synchronous A3C) and ACKTR on the whole rollout as one batch."""
+import torch
 import torch.nn as nn
 import torch.optim as optim
 
+from a2c_ppo_acktr.algo.kfac import KFACOptimizer
+
 
 class A2C_ACKTR:
-    """A2C with RMSprop. ``acktr=True`` selects the K-FAC natural-gradient optimizer (ACKTR).
+    """A2C with RMSprop, or ``acktr=True``: ACKTR, the same loss with the K-FAC optimizer.
 
     One gradient step per rollout on the loss
     ``value_loss_coef * E[(R - V)^2] - E[A * log pi(a|s)] - entropy_coef * H``.
+
+    ACKTR (as the original) builds ``KFACOptimizer(actor_critic)`` with its own defaults
+    (lr 0.25, momentum 0.9, kl_clip 0.001, damping 0.01, stat_decay 0.99): ``lr``, ``eps``,
+    ``alpha`` and ``max_grad_norm`` are ignored (the KL clip bounds the step instead of gradient
+    clipping). Before each step the Fisher statistics are accumulated from the backward pass of
+    the sampled Fisher loss ``-E[log pi(a~|s)] - E[(V - (V + noise))^2]`` with actions ``a~``
+    drawn from the current policy and unit Gaussian noise on the values.
     """
 
     def __init__(self, actor_critic, value_loss_coef, entropy_coef, lr=None, eps=None,
                  alpha=None, max_grad_norm=None, acktr=False):
-        if acktr:
-            raise ValueError("acktr=True needs the K-FAC optimizer (algo/kfac.py), which this "
-                             "version does not have yet; use --algo a2c or ppo")
         self.actor_critic = actor_critic
         self.acktr = acktr
         self.value_loss_coef = value_loss_coef
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
-        self.optimizer = optim.RMSprop(actor_critic.parameters(), lr, eps=eps, alpha=alpha)
+        if acktr:
+            self.optimizer = KFACOptimizer(actor_critic)
+        else:
+            self.optimizer = optim.RMSprop(actor_critic.parameters(), lr, eps=eps, alpha=alpha)
         self.stats = {}
 
     def update(self, rollouts):
@@ -28,14 +38,34 @@ class A2C_ACKTR:
         action_dim = rollouts.actions.shape[-1]
         T, N, _ = rollouts.rewards.shape
 
-        values, action_log_probs, dist_entropy, _ = self.actor_critic.evaluate_actions(
-            rollouts.obs[:-1].reshape(-1, *obs_shape),
-            rollouts.recurrent_hidden_states[0],
-            rollouts.masks[:-1].reshape(-1, 1),
-            rollouts.actions.reshape(-1, action_dim))
+        fisher = self.acktr and self.optimizer.steps % self.optimizer.Ts == 0
+        if self.acktr:
+            self.optimizer.acc_stats = fisher  # the K-FAC hooks record this forward pass
+        try:
+            values, actor_features, _ = self.actor_critic.base(
+                rollouts.obs[:-1].reshape(-1, *obs_shape),
+                rollouts.recurrent_hidden_states[0],
+                rollouts.masks[:-1].reshape(-1, 1))
+            dist = self.actor_critic.dist(actor_features)
+            action_log_probs = dist.log_probs(rollouts.actions.reshape(-1, action_dim))
+            dist_entropy = dist.entropy().mean()
+
+            if fisher:
+                # The Fisher of the policy is E over actions sampled from it, not the taken ones.
+                sampled = dist.sample().detach()
+                pg_fisher_loss = -dist.log_probs(sampled).mean()
+                value_noise = torch.randn(values.size(), device=values.device)
+                sample_values = values + value_noise
+                vf_fisher_loss = -(values - sample_values.detach()).pow(2).mean()
+                fisher_loss = pg_fisher_loss + vf_fisher_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                fisher_loss.backward(retain_graph=True)
+        finally:
+            if self.acktr:
+                self.optimizer.acc_stats = False
+
         values = values.view(T, N, 1)
         action_log_probs = action_log_probs.view(T, N, 1)
-
         advantages = rollouts.returns[:-1] - values
         value_loss = advantages.pow(2).mean()
         action_loss = -(advantages.detach() * action_log_probs).mean()
@@ -43,6 +73,7 @@ class A2C_ACKTR:
         self.optimizer.zero_grad(set_to_none=True)
         (value_loss * self.value_loss_coef + action_loss
          - dist_entropy * self.entropy_coef).backward()
-        nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm)
+        if not self.acktr:
+            nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm)
         self.optimizer.step()
         return value_loss.item(), action_loss.item(), dist_entropy.item()

@@ -1,0 +1,208 @@
+"""K-FAC (Kronecker-factored approximate curvature) for ACKTR, on any model of Linear/Conv2d layers.
+
+For every ``nn.Linear`` and ``nn.Conv2d`` found in ``model.modules()`` the Fisher block of its
+weight and bias is approximated by ``A ⊗ G``: ``A`` the second moment of the layer's inputs with a
+column of ones appended (the bias is one more input), ``G`` the second moment of the gradients
+w.r.t. its outputs. The model's code is not touched: inputs and output-gradients are recorded by
+hooks, and only while ``optimizer.acc_stats`` is True (``A2C_ACKTR`` sets it for the forward pass
+and the backward pass of the Fisher loss). The step is
+
+    v   = Q_G [(Q_G^T grad Q_A) / (d_G d_A^T + damping)] Q_A^T   (= (A ⊗ G + damping I)^-1 grad)
+    nu  = min(1, sqrt(kl_clip / sum(v * grad * lr^2)))               (trust region on the KL)
+    SGD with momentum on nu * v, with the step size lr * (1 - momentum)
+
+like the original (Wu et al. 2017; ikostrikov's pytorch-a2c-ppo-acktr-gail), with
+``torch.linalg.eigh`` instead of the removed ``torch.symeig``. Any other parameter (DiagGaussian's
+``logstd``, GRU weights) is preconditioned by the identity: it takes part in the KL clip and the
+momentum step with its plain gradient.
+
+All state lives in the standard ``Optimizer`` state (tensors keyed by parameter: momentum buffers
+and the running factors / their eigendecompositions) and the param group (``lr``, ``steps``), so
+``state_dict()`` saves with ``torch.save``, loads with ``weights_only=True`` and resumes exactly;
+``param_groups[0]["lr"]`` is the K-FAC lr and a learning-rate schedule may change it.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def _extract_patches(x, kernel_size, stride, padding, dilation):
+    """(N, C, H, W) -> (N, out_h, out_w, C*kh*kw): the input patch seen by each output position."""
+    patches = F.unfold(x, kernel_size, dilation=dilation, padding=padding, stride=stride)
+    n, ckk, length = patches.shape
+    out_h = (x.size(2) + 2 * padding[0] - dilation[0] * (kernel_size[0] - 1) - 1) // stride[0] + 1
+    out_w = length // out_h
+    return patches.transpose(1, 2).reshape(n, out_h, out_w, ckk)
+
+
+def compute_cov_a(a, module):
+    """Running-factor estimate of A for one batch of inputs ``a`` of ``module``.
+
+    Linear: rows ``[a, 1]``, ``A = a^T a / N``. Conv2d: one row ``[patch, 1] / spatial`` per output
+    position, ``A = a^T a / N`` (the original's ``compute_cov_a`` convention, N = batch size).
+    """
+    batch_size = a.size(0)
+    if isinstance(module, nn.Conv2d):
+        a = _extract_patches(a, module.kernel_size, module.stride, module.padding, module.dilation)
+        spatial = a.size(1) * a.size(2)
+        a = a.reshape(-1, a.size(-1))
+    else:
+        spatial = 1
+        a = a.reshape(-1, a.size(-1))
+    if module.bias is not None:
+        a = torch.cat([a, a.new_ones(a.size(0), 1)], dim=1)
+    a = a / spatial
+    return a.t() @ (a / batch_size)
+
+
+def compute_cov_g(g, module):
+    """Running-factor estimate of G for the gradients ``g`` w.r.t. the outputs of ``module``.
+
+    The loss is a batch mean, so each per-sample gradient is scaled back up by the batch size N.
+    Linear: ``G = (N g)^T (N g) / N``. Conv2d: one row ``g * spatial`` per output position,
+    ``G = (N g)^T (N g) / (N * spatial)`` (the original's ``compute_cov_g`` convention).
+    """
+    batch_size = g.size(0)
+    if isinstance(module, nn.Conv2d):
+        spatial = g.size(2) * g.size(3)
+        g = g.permute(0, 2, 3, 1).reshape(-1, g.size(1)) * spatial
+    else:
+        g = g.reshape(-1, g.size(-1))
+    g_ = g * batch_size
+    return g_.t() @ (g_ / g.size(0))
+
+
+def _update_running_stat(new, running, decay):
+    running.mul_(decay).add_(new, alpha=1 - decay)
+
+
+class KFACOptimizer(torch.optim.Optimizer):
+    """ACKTR's K-FAC optimizer for ``model`` (see the module docstring).
+
+    ``Ts``: the Fisher statistics are accumulated every ``Ts`` steps (the caller checks
+    ``steps % Ts == 0`` before setting ``acc_stats``); ``Tf``: the factors are re-decomposed every
+    ``Tf`` steps. The first accumulation initialises the running factors to the batch estimate.
+    """
+
+    def __init__(self, model, lr=0.25, momentum=0.9, stat_decay=0.99, kl_clip=0.001,
+                 damping=1e-2, weight_decay=0, Ts=1, Tf=10):
+        defaults = dict(lr=lr, momentum=momentum, stat_decay=stat_decay, kl_clip=kl_clip,
+                        damping=damping, weight_decay=weight_decay, Ts=Ts, Tf=Tf, steps=0)
+        super().__init__(model.parameters(), defaults)
+        self.model = model
+        self.acc_stats = False
+        self.modules = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+        self._handles = [m.register_forward_hook(self._forward_hook) for m in self.modules]
+
+    # The hyper-parameters as attributes, like the original (group 0 holds them).
+    @property
+    def steps(self):
+        return self.param_groups[0]["steps"]
+
+    @property
+    def lr(self):
+        return self.param_groups[0]["lr"]
+
+    @property
+    def Ts(self):
+        return self.param_groups[0]["Ts"]
+
+    @property
+    def Tf(self):
+        return self.param_groups[0]["Tf"]
+
+    def _forward_hook(self, module, inputs, output):
+        """While ``acc_stats``: keep this call's input and hook the gradient of its output."""
+        if not (self.acc_stats and torch.is_grad_enabled() and output.requires_grad):
+            return
+        a = inputs[0].detach()
+
+        def record(grad_output):
+            if self.acc_stats:  # the Fisher backward, not the loss backward that follows
+                self._accumulate(module, a, grad_output.detach())
+
+        output.register_hook(record)
+
+    @torch.no_grad()
+    def _accumulate(self, module, a, g):
+        decay = self.param_groups[0]["stat_decay"]
+        state = self.state[module.weight]
+        aa, gg = compute_cov_a(a.to(module.weight.dtype), module), compute_cov_g(g, module)
+        if "m_aa" not in state:
+            state["m_aa"], state["m_gg"] = aa.clone(), gg.clone()
+        else:
+            _update_running_stat(aa, state["m_aa"], decay)
+            _update_running_stat(gg, state["m_gg"], decay)
+
+    def remove_hooks(self):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    @torch.no_grad()
+    def precondition(self, module, damping):
+        """The natural gradient of ``module``'s weight (and bias) from the current eigenbasis."""
+        state = self.state[module.weight]
+        grad = module.weight.grad.reshape(module.weight.size(0), -1)
+        if module.bias is not None:
+            bias_grad = module.bias.grad
+            if bias_grad is None:
+                bias_grad = torch.zeros_like(module.bias)
+            grad = torch.cat([grad, bias_grad.unsqueeze(1)], dim=1)
+        v = state["Q_g"].t() @ grad @ state["Q_a"]
+        v = v / (state["d_g"].unsqueeze(1) * state["d_a"].unsqueeze(0) + damping)
+        v = state["Q_g"] @ v @ state["Q_a"].t()
+        if module.bias is not None:
+            return v[:, :-1].reshape(module.weight.shape), v[:, -1].reshape(module.bias.shape)
+        return v.reshape(module.weight.shape), None
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        group = self.param_groups[0]
+        lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
+        params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
+        if wd > 0:
+            for p in params:
+                p.grad.add_(p, alpha=wd)
+
+        updates = {p: p.grad for p in params}  # identity preconditioner unless K-FAC'd below
+        for m in self.modules:
+            state = self.state[m.weight]
+            if m.weight.grad is None or "m_aa" not in state:
+                continue
+            if group["steps"] % group["Tf"] == 0 or "Q_a" not in state:
+                d_a, q_a = torch.linalg.eigh(state["m_aa"])
+                d_g, q_g = torch.linalg.eigh(state["m_gg"])
+                # The factors are PSD; clamp round-off negatives so d_g d_a^T + damping > 0.
+                state["d_a"], state["Q_a"] = d_a.clamp_(min=0), q_a
+                state["d_g"], state["Q_g"] = d_g.clamp_(min=0), q_g
+            v_w, v_b = self.precondition(m, group["damping"] + wd)
+            updates[m.weight] = v_w
+            if v_b is not None and m.bias.grad is not None:
+                updates[m.bias] = v_b
+
+        vg_sum = sum((updates[p] * p.grad).sum() for p in params) * lr * lr if params else 0.0
+        vg_sum = float(vg_sum)
+        nu = min(1.0, math.sqrt(group["kl_clip"] / vg_sum)) if vg_sum > 0 else 1.0
+
+        step_size = lr * (1 - momentum)  # the original's optim.SGD(lr * (1 - momentum), momentum)
+        for p in params:
+            d_p = updates[p].mul(nu)
+            state = self.state[p]
+            if momentum != 0:
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = d_p.clone()
+                else:
+                    buf.mul_(momentum).add_(d_p)
+                d_p = buf
+            p.add_(d_p, alpha=-step_size)
+        for g in self.param_groups:
+            g["steps"] += 1
+        return loss

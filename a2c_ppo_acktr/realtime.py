@@ -1,0 +1,399 @@
+"""Real-time environments with rtgym's timing semantics, without depending on rtgym.
+
+A robot or a video game runs on its own clock: it does not wait for the policy. ``RealTimeEnv``
+turns a ``RealTimeGymInterface`` (what a user writes to plug in a device) into a ``gym.Env``
+whose ``step`` lasts ``time_step_duration`` seconds of wall time:
+
+    step(a) called during time step k (which started at t_k, with the previous action):
+      - observation captured at t_k + start_obs_capture (the effect of the *previous* action),
+      - sleep until the deadline t_k + time_step_duration,
+      - ``a`` is sent: it is the action of time step k+1, which starts now; ``step`` returns.
+
+The policy's inference therefore overlaps time step k+1, and the observation it sees was taken
+before ``a`` acted; that is why the last ``act_buf_len`` actions (newest = ``a``) are appended to
+the observation. A ``step`` call up to ``time_step_duration * time_step_timeout_factor`` late is
+absorbed (the next step is shorter, the clock stays on its grid); later than that is a time-out:
+counted in ``env.timeouts``, reported in ``info``, warned about, and the clock is re-based.
+
+``RealTimeDrone-v0`` is the dummy RC drone of the rtgym tutorial, simulated in a thread.
+"""
+import threading
+import time
+import warnings
+from types import MappingProxyType
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+__all__ = ["RealTimeGymInterface", "DEFAULT_CONFIG", "DRONE_CONFIG", "RealTimeEnv",
+           "DroneInterface", "make_drone_env"]
+
+
+class RealTimeGymInterface:
+    """What a user implements to plug a robot or a game into ``RealTimeEnv``.
+
+    ``send_control`` must not block: the env times the steps. Observations may be any gymnasium
+    space that ``gymnasium.spaces.flatten`` handles; the env flattens them to float32.
+    """
+
+    def get_observation_space(self):
+        raise NotImplementedError
+
+    def get_action_space(self):
+        raise NotImplementedError
+
+    def get_default_action(self):
+        """Action applied while nobody acts (at reset, while paused by ``wait``)."""
+        raise NotImplementedError
+
+    def send_control(self, action):
+        raise NotImplementedError
+
+    def reset(self, seed=None, options=None):
+        """Start an episode; return ``obs, info``."""
+        raise NotImplementedError
+
+    def get_obs_rew_terminated_info(self):
+        """Capture the current observation; return ``obs, reward, terminated, info``."""
+        raise NotImplementedError
+
+    def wait(self):
+        """Pause the device (e.g. while the learner updates); default: send the default action."""
+        self.send_control(self.get_default_action())
+
+    def render(self):
+        return None
+
+    def close(self):
+        pass
+
+
+DEFAULT_CONFIG = MappingProxyType({
+    "time_step_duration": 0.05,      # seconds per time step
+    "start_obs_capture": 0.05,       # observation captured this long after a step starts
+    "time_step_timeout_factor": 1.0,  # lateness (in time steps) absorbed before a time-out
+    "ep_max_length": 1000,           # steps, then truncated
+    "act_buf_len": 1,                # last actions appended to the observation
+    "reset_act_buf": True,           # refill the action buffer with default actions at reset
+    "act_in_obs": True,
+    "wait_on_done": False,           # call wait() when an episode ends
+    "benchmark": False,
+    "benchmark_polyak": 0.1,
+})
+
+
+def merge_config(config=None, base=DEFAULT_CONFIG):
+    """A new dict: ``base`` updated with ``config`` (never mutated); unknown keys -> ValueError."""
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(base))
+    if unknown:
+        raise ValueError(f"unknown real-time config key(s) {', '.join(map(repr, unknown))}; "
+                         f"accepted: {', '.join(base)}")
+    merged = {**base, **config}
+    if not merged["time_step_duration"] > 0:
+        raise ValueError("time_step_duration must be > 0")
+    if not 0 <= merged["start_obs_capture"] <= merged["time_step_duration"]:
+        raise ValueError("start_obs_capture must lie in [0, time_step_duration]")
+    if merged["ep_max_length"] < 1 or merged["act_buf_len"] < 0:
+        raise ValueError("ep_max_length must be >= 1 and act_buf_len >= 0")
+    if not 0 < merged["benchmark_polyak"] <= 1:
+        raise ValueError("benchmark_polyak must lie in (0, 1]")
+    return merged
+
+
+class _Polyak:
+    """rtgym-style running mean and mean absolute deviation (first sample initializes)."""
+
+    def __init__(self, polyak):
+        self.polyak, self.mean, self.dev = polyak, None, 0.0
+
+    def add(self, x):
+        if self.mean is None:
+            self.mean = x
+            return
+        p = self.polyak
+        self.mean = (1 - p) * self.mean + p * x
+        self.dev = (1 - p) * self.dev + p * abs(x - self.mean)
+
+
+class RealTimeEnv(gym.Env):
+    """A ``gym.Env`` stepping a ``RealTimeGymInterface`` at a fixed wall-clock rate (see module doc).
+
+    Observations are a flat float32 Box: the interface observation, flattened, then (with
+    ``act_in_obs``) the last ``act_buf_len`` actions, oldest first. Call ``wait()`` before a pause
+    (e.g. a learner update): the device gets its default action and no time-out is counted; the
+    next ``step`` re-bases the clock. ``benchmarks()`` reports timing statistics when
+    ``benchmark=True``.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(self, interface, config=None, render_mode=None):
+        self.interface = interface
+        self.config = merge_config(config)
+        c = self.config
+        self.render_mode = render_mode
+        self.metadata = {**self.metadata, "render_fps": max(1, round(1 / c["time_step_duration"]))}
+        self._T = c["time_step_duration"]
+        self._obs_space = interface.get_observation_space()
+        self.action_space = interface.get_action_space()
+        self._default_action = np.asarray(interface.get_default_action(), self.action_space.dtype)
+        n_buf = c["act_buf_len"] if c["act_in_obs"] else 0
+        flat_obs = spaces.flatten_space(self._obs_space)
+        flat_act = spaces.flatten_space(self.action_space)
+        low = np.concatenate([flat_obs.low] + [flat_act.low] * n_buf).astype(np.float32)
+        high = np.concatenate([flat_obs.high] + [flat_act.high] * n_buf).astype(np.float32)
+        self.observation_space = spaces.Box(low, high, dtype=np.float32)
+        self._act_buf = [self._default_action.copy() for _ in range(n_buf)]
+        self.timeouts = 0  # total over the env's life
+        self._paused = True
+        self._t_step = self._deadline = 0.0
+        self._last_return = None
+        self._steps = 0
+        self._warned = False
+        self._bench = {k: _Polyak(c["benchmark_polyak"])
+                       for k in ("time_step_duration", "step_time", "inference_time")}
+
+    # ------------------------------------------------------------------ helpers
+    def _obs(self, obs):
+        parts = [spaces.flatten(self._obs_space, obs)]
+        parts += [spaces.flatten(self.action_space, a) for a in self._act_buf]
+        return np.concatenate(parts).astype(np.float32)
+
+    def _push_action(self, action):
+        if self._act_buf:
+            self._act_buf.pop(0)
+            self._act_buf.append(np.array(action, dtype=self.action_space.dtype))
+
+    @staticmethod
+    def _sleep_until(t):
+        # Sleeping to absolute deadlines keeps the mean period exact even when a sleep overshoots.
+        dt = t - time.perf_counter()
+        if dt > 0:
+            time.sleep(dt)
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        obs, info = self.interface.reset(seed=seed, options=options)
+        if self.config["reset_act_buf"]:
+            self._act_buf = [self._default_action.copy() for _ in self._act_buf]
+        self.interface.send_control(self._default_action)  # time step 0 runs the default action
+        self._t_step = time.perf_counter()
+        self._deadline = self._t_step + self._T
+        self._paused, self._steps, self._warned = False, 0, False
+        self._last_return = None  # no inference time measured across a reset
+        return self._obs(obs), dict(info)
+
+    def step(self, action):
+        c = self.config
+        now = time.perf_counter()
+        info = {}
+        if self._paused:  # after wait(): this step starts now, no time-out
+            self._t_step, self._deadline = now, now + self._T
+        timeout = now > self._deadline + self._T * c["time_step_timeout_factor"]
+        if now <= self._deadline:  # on time: capture at the scheduled instant, then wait it out
+            self._sleep_until(self._t_step + c["start_obs_capture"])
+            obs, reward, terminated, info = self.interface.get_obs_rew_terminated_info()
+            self._sleep_until(self._deadline)
+        else:  # late: capture now, send now
+            obs, reward, terminated, info = self.interface.get_obs_rew_terminated_info()
+        info = dict(info)
+        self.interface.send_control(action)
+        self._push_action(action)
+        if timeout:
+            self.timeouts += 1
+            info["timeout"], info["timeouts"] = True, self.timeouts
+            if not self._warned:
+                warnings.warn(f"RealTimeEnv: step called {now - self._deadline:.4f}s after its "
+                              f"deadline (time-out; the clock is re-based); further time-outs "
+                              f"this episode are only counted", RuntimeWarning, stacklevel=2)
+                self._warned = True
+            self._t_step = time.perf_counter()
+        else:
+            self._t_step = self._deadline  # a late step is absorbed by a shorter next one
+        self._deadline = self._t_step + self._T
+        self._paused = False
+        self._steps += 1
+        truncated = self._steps >= c["ep_max_length"]
+        terminated = bool(terminated)
+
+        end = time.perf_counter()
+        if c["benchmark"]:
+            b = self._bench
+            b["step_time"].add(end - now)
+            if self._last_return is not None:
+                b["inference_time"].add(now - self._last_return)
+                b["time_step_duration"].add(end - self._last_return)
+        self._last_return = end
+        if terminated or truncated:
+            info["timeouts"] = self.timeouts
+            if c["benchmark"]:
+                info["benchmark"] = self.benchmarks()
+            if c["wait_on_done"]:
+                self.wait()
+        return self._obs(obs), float(reward), terminated, truncated, info
+
+    def wait(self):
+        """Pause: the device gets its default action and the clock stops until the next step."""
+        self.interface.wait()
+        self._push_action(self._default_action)
+        self._paused = True
+        self._last_return = None
+
+    def benchmarks(self):
+        """``{name_mean, name_dev}`` in seconds for time_step_duration, step_time (inside
+        ``step``) and inference_time (caller's time between steps; NaN before two samples), plus
+        ``timeouts``."""
+        out = {}
+        for k, p in self._bench.items():
+            out[k + "_mean"] = float("nan") if p.mean is None else float(p.mean)
+            out[k + "_dev"] = float(p.dev)
+        out["timeouts"] = self.timeouts
+        return out
+
+    def render(self):
+        return self.interface.render()
+
+    def close(self):
+        self.interface.close()
+
+
+# ----------------------------------------------------------------------------- dummy RC drone
+
+class DroneInterface(RealTimeGymInterface):
+    """The rtgym tutorial's dummy RC drone: a 2-D point simulated in a background thread.
+
+    Physics ticks every 10 ms; the action is a velocity (clipped to [-2, 2]^2, then to norm 2);
+    the position stays in [-1, 1]^2. Every control and every observation reaches the other side
+    after a random 20-50 ms delay, and a message older than the newest one delivered is dropped.
+    Observation: (x, y, target_x, target_y); reward: -distance; terminated within 0.01.
+    """
+
+    TICK = 0.01
+
+    def __init__(self, min_delay=0.02, max_delay=0.05, render_size=200):
+        self.min_delay, self.max_delay, self.render_size = min_delay, max_delay, render_size
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        self._target_rng, self._delay_rng = np.random.default_rng(), np.random.default_rng()
+        self._target = np.zeros(2, np.float32)
+        self._reset_state()
+
+    def _reset_state(self):
+        now = time.perf_counter()
+        self._pos = np.zeros(2, np.float32)       # true position (simulator side)
+        self._vel = np.zeros(2, np.float32)       # last control delivered to the drone
+        self._ctrl_msgs, self._obs_msgs = [], []  # in flight: (arrival, stamp, value)
+        self._ctrl_stamp = self._obs_stamp = now  # newest delivered; anything older is stale
+        self._seen_pos = np.zeros(2, np.float32)  # last position delivered to the interface
+
+    def _delay(self):
+        return self._delay_rng.uniform(self.min_delay, self.max_delay)
+
+    @staticmethod
+    def _deliver(msgs, now, stamp, value):
+        """Deliver the messages that have arrived: the newest wins, older ones are dropped."""
+        keep = []
+        for arrival, s, v in msgs:
+            if arrival > now:
+                keep.append((arrival, s, v))
+            elif s > stamp:
+                stamp, value = s, v
+        msgs[:] = keep
+        return stamp, value
+
+    def _physics(self):
+        next_tick = time.perf_counter()
+        while not self._stop.is_set():
+            with self._lock:
+                now = time.perf_counter()
+                self._ctrl_stamp, self._vel = self._deliver(self._ctrl_msgs, now,
+                                                            self._ctrl_stamp, self._vel)
+                self._pos = np.clip(self._pos + self._vel * self.TICK, -1, 1).astype(np.float32)
+                self._obs_msgs.append((now + self._delay(), now, self._pos.copy()))
+            next_tick = max(next_tick + self.TICK, time.perf_counter() - self.TICK)  # no burst
+            self._stop.wait(max(0.0, next_tick - time.perf_counter()))
+
+    def get_observation_space(self):
+        return spaces.Box(np.array([-1, -1, -0.5, -0.5], np.float32),
+                          np.array([1, 1, 0.5, 0.5], np.float32), dtype=np.float32)
+
+    def get_action_space(self):
+        return spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)
+
+    def get_default_action(self):
+        return np.zeros(2, np.float32)
+
+    def send_control(self, action):
+        vel = np.clip(np.asarray(action, np.float32), -2, 2)
+        norm = float(np.linalg.norm(vel))
+        if norm > 2:
+            vel = vel * (2 / norm)
+        with self._lock:
+            now = time.perf_counter()
+            self._ctrl_msgs.append((now + self._delay(), now, vel.astype(np.float32)))
+
+    def reset(self, seed=None, options=None):
+        with self._lock:
+            if seed is not None:  # two streams, so the targets do not depend on thread timing
+                t, d = np.random.SeedSequence(seed).spawn(2)
+                self._target_rng, self._delay_rng = np.random.default_rng(t), np.random.default_rng(d)
+            self._reset_state()  # the simulator teleports the drone home
+            self._target = self._target_rng.uniform(-0.5, 0.5, 2).astype(np.float32)
+            obs = np.concatenate([self._seen_pos, self._target])
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._physics, daemon=True, name="drone")
+            self._thread.start()
+        return obs, {}
+
+    def get_obs_rew_terminated_info(self):
+        with self._lock:
+            self._obs_stamp, self._seen_pos = self._deliver(
+                self._obs_msgs, time.perf_counter(), self._obs_stamp, self._seen_pos)
+            obs = np.concatenate([self._seen_pos, self._target])
+        dist = float(np.linalg.norm(obs[:2] - obs[2:]))
+        return obs, -dist, dist < 0.01, {}
+
+    def render(self):
+        """RGB uint8 frame of the true state: drone (red ring), target (blue disc), y up."""
+        n = self.render_size
+        with self._lock:
+            pos, target = self._pos.copy(), self._target.copy()
+        img = np.full((n, n, 3), 255, np.uint8)
+        rows, cols = np.ogrid[:n, :n]
+
+        def pixel(p):
+            return (1 - (p[1] + 1) / 2) * (n - 1), (p[0] + 1) / 2 * (n - 1)
+
+        r, c = pixel(target)
+        img[(rows - r) ** 2 + (cols - c) ** 2 <= (n / 50) ** 2] = (0, 0, 255)
+        r, c = pixel(pos)
+        d2 = (rows - r) ** 2 + (cols - c) ** 2
+        img[(d2 <= (n / 20) ** 2) & (d2 >= (n / 20 - 2) ** 2)] = (255, 0, 0)
+        return img
+
+    def close(self):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=1)
+            self._thread = None
+
+
+DRONE_CONFIG = MappingProxyType({**DEFAULT_CONFIG, "time_step_duration": 0.05,
+                                 "start_obs_capture": 0.05, "ep_max_length": 100,
+                                 "act_buf_len": 4})
+
+
+def make_drone_env(render_mode=None, **config):
+    """``RealTimeDrone-v0``'s entry point; keyword arguments override ``DRONE_CONFIG``."""
+    return RealTimeEnv(DroneInterface(), merge_config(config, DRONE_CONFIG), render_mode=render_mode)
+
+
+if "RealTimeDrone-v0" not in gym.registry:
+    # nondeterministic: wall-clock timing and delays make steps irreproducible by design.
+    gym.register("RealTimeDrone-v0", entry_point="a2c_ppo_acktr.realtime:make_drone_env",
+                 max_episode_steps=None, nondeterministic=True)
