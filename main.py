@@ -48,17 +48,24 @@ def truncation_values(actor_critic, infos, truncated, rnn_hxs):
     return values
 
 
-def collect_rollout(envs, actor_critic, rollouts, episode_rewards, use_proper_time_limits):
-    """Step the envs ``rollouts.num_steps`` times with the current policy, filling ``rollouts``."""
+def collect_rollout(envs, actor_critic, rollouts, episode_rewards, use_proper_time_limits,
+                    timeouts=None):
+    """Step the envs ``rollouts.num_steps`` times with the current policy, filling ``rollouts``.
+
+    Finished episodes' raw returns go to ``episode_rewards``; real-time envs report their count of
+    late steps (time-outs), kept per env in ``timeouts``.
+    """
     for step in range(rollouts.num_steps):
         with torch.inference_mode():
             value, action, action_log_prob, rnn_hxs = actor_critic.act(
                 rollouts.obs[step], rollouts.recurrent_hidden_states[step], rollouts.masks[step])
 
         obs, reward, terminated, truncated, infos = envs.step(action)
-        for info in infos:
+        for i, info in enumerate(infos):
             if "episode" in info:
                 episode_rewards.append(float(info["episode"]["r"]))
+            if "timeouts" in info and timeouts is not None:
+                timeouts[i] = info["timeouts"]
 
         # An episode that terminated on its last allowed step ended by the task, not the clock.
         truncated = truncated & ~terminated
@@ -170,6 +177,7 @@ def main(argv=None):
     eval_logger = ScalarLogger(log_dir, "eval.csv", tensorboard=False, append=bool(resumed))
     progress = ProgressLine(args.num_env_steps)
     episode_rewards = deque(maxlen=10)
+    timeouts = [None] * args.num_processes  # real-time envs only: late steps per env
     start, start_steps = time.time(), env_steps
     steps_per_update = args.num_steps * args.num_processes
     num_updates = args.num_env_steps // steps_per_update
@@ -180,7 +188,11 @@ def main(argv=None):
                                          agent.optimizer.defaults["lr"] if args.algo == "acktr"
                                          else args.lr)
 
-        collect_rollout(envs, actor_critic, rollouts, episode_rewards, args.use_proper_time_limits)
+        collect_rollout(envs, actor_critic, rollouts, episode_rewards, args.use_proper_time_limits,
+                        timeouts)
+        # Real-time envs cannot wait for the update: they hold still (default action, clock
+        # stopped) until the next step instead of timing out. No-op for other envs.
+        envs.pause()
 
         with torch.inference_mode():
             next_value = actor_critic.get_value(
@@ -217,7 +229,8 @@ def main(argv=None):
                    "value_loss": value_loss, "action_loss": action_loss, "entropy": dist_entropy,
                    "approx_kl": agent.stats.get("approx_kl", float("nan")),
                    "clip_fraction": agent.stats.get("clip_fraction", float("nan")),
-                   "lr": agent.optimizer.param_groups[0]["lr"], "time": time.time() - start}
+                   "lr": agent.optimizer.param_groups[0]["lr"], "time": time.time() - start,
+                   "timeouts": sum(t for t in timeouts if t is not None)}
             logger.log(row, env_steps)
             progress.clear()
             print(f"Updates {j}, num timesteps {env_steps}, FPS {fps} \n"
@@ -227,7 +240,9 @@ def main(argv=None):
                   f" entropy {dist_entropy:.4f}, value loss {value_loss:.4f}, "
                   f"action loss {action_loss:.4f}"
                   + (f", approx kl {row['approx_kl']:.4f}, clip fraction {row['clip_fraction']:.3f}"
-                     if args.algo == "ppo" else ""), flush=True)
+                     if args.algo == "ppo" else "")
+                  + (f"\n real-time time-outs {row['timeouts']}"
+                     if any(t is not None for t in timeouts) else ""), flush=True)
 
         if args.eval_interval is not None and len(episode_rewards) > 1 and j % args.eval_interval == 0:
             vec_norm = get_vec_normalize(envs)

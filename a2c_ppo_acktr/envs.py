@@ -40,6 +40,8 @@ from stable_baselines3.common.atari_wrappers import (
 )
 from stable_baselines3.common.monitor import Monitor
 
+from a2c_ppo_acktr.realtime import RealTimeEnv
+
 VEC_ENV_KINDS = ("auto", "dummy", "shmem")
 
 
@@ -180,6 +182,13 @@ def _step_block(envs, actions, obs, rewards, terminated, truncated):
     return infos
 
 
+def _pause_block(envs):
+    """Hold real-time envs still (their interface's ``wait``) until the next step; others: no-op."""
+    for env in envs:
+        if isinstance(env.unwrapped, RealTimeEnv):
+            env.unwrapped.wait()
+
+
 def _reset_block(envs, obs):
     for j, env in enumerate(envs):
         try:
@@ -215,6 +224,9 @@ class DummyVecEnv:
         truncated = np.empty(n, bool)
         infos = _step_block(self.envs, actions, obs, rewards, terminated, truncated)
         return obs, rewards, terminated, truncated, infos
+
+    def pause(self):
+        _pause_block(self.envs)
 
     def render(self):
         return self.envs[0].render()
@@ -291,6 +303,9 @@ def _worker(conn, env_fns_blob, first_index):
                 _send(conn, infos if any(infos) else None)  # usually all empty: send nothing
             elif cmd == b"r":
                 _reset_block(envs, v["obs"])
+                conn.send(None)
+            elif cmd == b"p":
+                _pause_block(envs)
                 conn.send(None)
             elif cmd == b"v":
                 conn.send(envs[0].render())
@@ -413,6 +428,13 @@ class ShmemVecEnv:
         # Copies: the workers overwrite the buffer on the next step.
         return (v["obs"].copy(), v["rewards"].copy(), v["terminated"].copy(), v["truncated"].copy(),
                 infos)
+
+    def pause(self):
+        self._check_open()
+        for conn in self._conns:
+            conn.send_bytes(b"p")
+        for w in range(len(self._conns)):
+            self._recv(w)
 
     def render(self):
         self._check_open()
@@ -548,6 +570,10 @@ class VecNormalize:
             if rms is not None and name in d:
                 rms.load_state_dict(d[name])
 
+    def pause(self):
+        """Real-time envs hold still (default action, clock stopped) until the next step."""
+        self.venv.pause()
+
     def render(self):
         return self.venv.render()
 
@@ -611,6 +637,10 @@ class VecPyTorch:
         truncated = torch.from_numpy(truncated).to(self.device, non_blocking=True)
         return self._to_torch(obs), reward, terminated, truncated, infos
 
+    def pause(self):
+        """Real-time envs hold still (default action, clock stopped) until the next step."""
+        self.venv.pause()
+
     def render(self):
         return self.venv.render()
 
@@ -657,6 +687,10 @@ class VecPyTorchFrameStack:
                 stacked[i, :-c] = 0
         self.stacked_obs = stacked
         return stacked, reward, terminated, truncated, infos
+
+    def pause(self):
+        """Real-time envs hold still (default action, clock stopped) until the next step."""
+        self.venv.pause()
 
     def render(self):
         return self.venv.render()

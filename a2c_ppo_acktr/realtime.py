@@ -190,10 +190,12 @@ class RealTimeEnv(gym.Env):
         c = self.config
         now = time.perf_counter()
         info = {}
-        if self._paused:  # after wait(): this step starts now, no time-out
-            self._t_step, self._deadline = now, now + self._T
-        timeout = now > self._deadline + self._T * c["time_step_timeout_factor"]
-        if now <= self._deadline:  # on time: capture at the scheduled instant, then wait it out
+        # After wait() the device held still and the clock stopped: this step captures and sends
+        # at once and the clock restarts now. (Sleeping a whole step here would stagger the
+        # clocks of envs stepped one after another in one process, and time them out.)
+        resumed = self._paused
+        timeout = not resumed and now > self._deadline + self._T * c["time_step_timeout_factor"]
+        if now <= self._deadline and not resumed:  # on time: capture as scheduled, then wait
             self._sleep_until(self._t_step + c["start_obs_capture"])
             obs, reward, terminated, info = self.interface.get_obs_rew_terminated_info()
             self._sleep_until(self._deadline)
@@ -210,6 +212,7 @@ class RealTimeEnv(gym.Env):
                               f"deadline (time-out; the clock is re-based); further time-outs "
                               f"this episode are only counted", RuntimeWarning, stacklevel=2)
                 self._warned = True
+        if timeout or resumed:
             self._t_step = time.perf_counter()
         else:
             self._t_step = self._deadline  # a late step is absorbed by a shorter next one
@@ -223,7 +226,7 @@ class RealTimeEnv(gym.Env):
         if c["benchmark"]:
             b = self._bench
             b["step_time"].add(end - now)
-            if self._last_return is not None:
+            if self._last_return is not None and not resumed:  # a pause is not inference time
                 b["inference_time"].add(now - self._last_return)
                 b["time_step_duration"].add(end - self._last_return)
         self._last_return = end

@@ -230,3 +230,99 @@ def test_shmem_vec_env_workers_build_it():
         assert obs.shape == (2, 12) and reward.shape == (2, 1)
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("vec_env", ["dummy", "shmem"])
+def test_vec_env_pause_prevents_time_outs(vec_env):
+    """What main.py does around an update: pause, take longer than a step, resume on time."""
+    import torch
+
+    from a2c_ppo_acktr.envs import make_vec_envs
+
+    envs = make_vec_envs("RealTimeDrone-v0", 0, 2, 0.99, None, "cpu", False, vec_env=vec_env)
+    try:
+        envs.reset()
+        envs.step(torch.zeros(2, 2))
+        envs.pause()
+        time.sleep(0.15)  # three time steps of "update"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a time-out would warn
+            _, _, _, _, infos = envs.step(torch.zeros(2, 2))
+        assert not any(info.get("timeout") for info in infos)
+        time.sleep(0.15)  # the same delay without a pause is a time-out
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, _, _, _, infos = envs.step(torch.zeros(2, 2))
+        assert any(info.get("timeout") for info in infos)
+    finally:
+        envs.close()
+
+
+def test_vec_env_pause_is_a_no_op_for_other_envs():
+    import torch
+
+    from a2c_ppo_acktr.envs import make_vec_envs
+
+    envs = make_vec_envs("CartPole-v1", 0, 2, 0.99, None, "cpu", False, vec_env="shmem")
+    try:
+        envs.reset()
+        envs.pause()
+        obs, _, _, _, _ = envs.step(torch.zeros(2, 1, dtype=torch.long))
+        assert obs.shape == (2, 4)
+    finally:
+        envs.close()
+
+
+def test_readme_motor_example_runs():
+    """The README's worked example of plugging in a device, with a simulated motor."""
+    from a2c_ppo_acktr.realtime import RealTimeGymInterface
+
+    class FakeMotor:
+        def __init__(self):
+            self.pos, self.speed = 0.0, 0.0
+
+        def set_speed(self, v):
+            self.speed = v
+
+        def home(self):
+            self.pos = 0.0
+
+        def position(self):
+            self.pos += 0.01 * self.speed  # advances each time it is read: good enough here
+            return self.pos
+
+    class MotorInterface(RealTimeGymInterface):
+        def __init__(self, motor):
+            self.motor = motor
+
+        def get_observation_space(self):
+            return spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+        def get_action_space(self):
+            return spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+        def get_default_action(self):
+            return np.zeros(1, np.float32)
+
+        def send_control(self, action):
+            self.motor.set_speed(float(action[0]))
+
+        def reset(self, seed=None, options=None):
+            self.motor.home()
+            return np.array([self.motor.position()], np.float32), {}
+
+        def get_obs_rew_terminated_info(self):
+            pos = self.motor.position()
+            return np.array([pos], np.float32), -abs(pos - 0.5), abs(pos - 0.5) < 0.01, {}
+
+    if "TestMotor-v0" not in gym.registry:
+        gym.register("TestMotor-v0", entry_point=lambda **cfg: RealTimeEnv(
+            MotorInterface(FakeMotor()), cfg))
+    env = gym.make("TestMotor-v0", time_step_duration=0.01, start_obs_capture=0.01,
+                   ep_max_length=5)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (2,)  # position + an action buffer of 1
+    for t in range(5):
+        obs, reward, terminated, truncated, info = env.step(np.ones(1, np.float32))
+    assert truncated and obs[0] > 0 and obs[1] == 1.0
+    env.close()
