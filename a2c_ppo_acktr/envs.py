@@ -502,7 +502,27 @@ class RunningMeanStd:
         self.count = float(d["count"])
 
 
-class VecNormalize:
+class VecEnvWrapper:
+    """Base of the wrappers below: what a wrapper does not change goes to ``self.venv``."""
+
+    def __init__(self, venv):
+        self.venv = venv
+        self.num_envs = venv.num_envs
+        self.observation_space = venv.observation_space
+        self.action_space = venv.action_space
+
+    def pause(self):
+        """Real-time envs hold still (default action, clock stopped) until the next step."""
+        self.venv.pause()
+
+    def render(self):
+        return self.venv.render()
+
+    def close(self):
+        self.venv.close()
+
+
+class VecNormalize(VecEnvWrapper):
     """Normalizes observations by running mean/std and rewards by the std of the discounted return.
 
     Numerically the same as SB3's VecNormalize. ``eval()`` freezes the statistics; the
@@ -510,10 +530,7 @@ class VecNormalize:
     """
 
     def __init__(self, venv, ob=True, ret=True, clip_obs=10., clip_reward=10., gamma=0.99, epsilon=1e-8):
-        self.venv = venv
-        self.num_envs = venv.num_envs
-        self.observation_space = venv.observation_space
-        self.action_space = venv.action_space
+        super().__init__(venv)
         self.ob_rms = RunningMeanStd(shape=self.observation_space.shape) if ob else None
         self.ret_rms = RunningMeanStd(shape=()) if ret else None
         self.clip_obs, self.clip_reward = clip_obs, clip_reward
@@ -570,16 +587,6 @@ class VecNormalize:
             if rms is not None and name in d:
                 rms.load_state_dict(d[name])
 
-    def pause(self):
-        """Real-time envs hold still (default action, clock stopped) until the next step."""
-        self.venv.pause()
-
-    def render(self):
-        return self.venv.render()
-
-    def close(self):
-        self.venv.close()
-
 
 def get_vec_normalize(venv):
     """The VecNormalize in the ``.venv`` chain of ``venv``, or None."""
@@ -592,7 +599,7 @@ def get_vec_normalize(venv):
 
 # ----------------------------------------------------------------------------- torch side
 
-class VecPyTorch:
+class VecPyTorch(VecEnvWrapper):
     """numpy vector env -> torch tensors on ``device``.
 
     Observations: uint8 for images (the CNN scales them), float32 otherwise. ``step`` returns
@@ -601,11 +608,8 @@ class VecPyTorch:
     """
 
     def __init__(self, venv, device):
-        self.venv = venv
+        super().__init__(venv)
         self.device = torch.device(device)
-        self.num_envs = venv.num_envs
-        self.observation_space = venv.observation_space
-        self.action_space = venv.action_space
         self._squeeze_actions = isinstance(self.action_space, spaces.Discrete)
         # The Gaussian policy is unbounded; the env gets its sample clipped to the Box (MuJoCo's
         # control cost would otherwise charge for the excess), while the rollout keeps the
@@ -637,18 +641,8 @@ class VecPyTorch:
         truncated = torch.from_numpy(truncated).to(self.device, non_blocking=True)
         return self._to_torch(obs), reward, terminated, truncated, infos
 
-    def pause(self):
-        """Real-time envs hold still (default action, clock stopped) until the next step."""
-        self.venv.pause()
 
-    def render(self):
-        return self.venv.render()
-
-    def close(self):
-        self.venv.close()
-
-
-class VecPyTorchFrameStack:
+class VecPyTorchFrameStack(VecEnvWrapper):
     """Stacks the last ``nstack`` observations along dim 1 (channels) on ``device``.
 
     The stack of an env whose episode ended is zeroed but for the new first frame; its
@@ -657,10 +651,8 @@ class VecPyTorchFrameStack:
     """
 
     def __init__(self, venv, nstack, device):
-        self.venv = venv
+        super().__init__(venv)
         self.nstack = nstack
-        self.num_envs = venv.num_envs
-        self.action_space = venv.action_space
         space = venv.observation_space
         self.shape_dim0 = space.shape[0]
         reps = (nstack,) + (1,) * (len(space.shape) - 1)
@@ -687,16 +679,6 @@ class VecPyTorchFrameStack:
                 stacked[i, :-c] = 0
         self.stacked_obs = stacked
         return stacked, reward, terminated, truncated, infos
-
-    def pause(self):
-        """Real-time envs hold still (default action, clock stopped) until the next step."""
-        self.venv.pause()
-
-    def render(self):
-        return self.venv.render()
-
-    def close(self):
-        self.venv.close()
 
 
 # ----------------------------------------------------------------------------- factory
