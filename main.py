@@ -22,6 +22,8 @@ from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
 from evaluation import evaluate
 
+DEFAULT_THREADS = torch.get_num_threads()
+
 
 def make_agent(args, actor_critic):
     if args.algo == "ppo":
@@ -147,10 +149,9 @@ def main(argv=None):
                              monitor_append=bool(resumed))
     except ValueError as e:  # unknown env id (with suggestions), bad vectorization
         fail(str(e))
-    if len(envs.observation_space.shape) == 1:
-        # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
-        # on image batches do gain (bench_fps case d: 197 env-steps/s on 1 thread, 277 on 2).
-        torch.set_num_threads(1)
+    # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
+    # on image batches do gain (bench_fps case d: 197 env-steps/s on 1 thread, 277 on 2).
+    torch.set_num_threads(1 if len(envs.observation_space.shape) == 1 else DEFAULT_THREADS)
     actor_critic = Policy(envs.observation_space.shape, envs.action_space,
                           base_kwargs={"recurrent": args.recurrent_policy}).to(device)
     agent = make_agent(args, actor_critic)
