@@ -405,13 +405,16 @@ class ShmemVecEnv:
         if self.closed:
             raise RuntimeError("ShmemVecEnv is closed")
 
-    def reset(self):
-        """Reset all envs; returns obs (N, *obs_shape)."""
+    def _broadcast(self, cmd):
+        """Send a one-byte command to every worker; return their replies in worker order."""
         self._check_open()
         for conn in self._conns:
-            conn.send_bytes(b"r")
-        for w in range(len(self._conns)):
-            self._recv(w)
+            conn.send_bytes(cmd)
+        return [self._recv(w) for w in range(len(self._conns))]
+
+    def reset(self):
+        """Reset all envs; returns obs (N, *obs_shape)."""
+        self._broadcast(b"r")
         return self._views["obs"].copy()
 
     def step(self, actions):
@@ -419,22 +422,15 @@ class ShmemVecEnv:
         self._check_open()
         v = self._views
         v["actions"][:] = np.asarray(actions).reshape(v["actions"].shape)
-        for conn in self._conns:
-            conn.send_bytes(b"s")
         infos = []
-        for w, (lo, hi) in enumerate(self._blocks):
-            block = self._recv(w)
+        for block, (lo, hi) in zip(self._broadcast(b"s"), self._blocks):
             infos.extend(block if block is not None else [{} for _ in range(hi - lo)])
         # Copies: the workers overwrite the buffer on the next step.
         return (v["obs"].copy(), v["rewards"].copy(), v["terminated"].copy(), v["truncated"].copy(),
                 infos)
 
     def pause(self):
-        self._check_open()
-        for conn in self._conns:
-            conn.send_bytes(b"p")
-        for w in range(len(self._conns)):
-            self._recv(w)
+        self._broadcast(b"p")
 
     def render(self):
         self._check_open()
