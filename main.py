@@ -19,6 +19,7 @@ from a2c_ppo_acktr.arguments import fail, get_args
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.storage import RolloutStorage
 from evaluation import evaluate
 
@@ -33,51 +34,6 @@ def make_agent(args, actor_critic):
     return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
                           eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
                           acktr=args.algo == "acktr")
-
-
-def truncation_values(actor_critic, infos, truncated, rnn_hxs):
-    """Values of the real final observations of the envs cut by a time limit -> (N, 1).
-
-    The vector env has already reset those envs; it kept each final observation in
-    ``infos[i]["final_obs"]`` (normalized like any observation).
-    """
-    values = torch.zeros(truncated.shape[0], 1, device=rnn_hxs.device)
-    idx = truncated.nonzero().squeeze(1)
-    final_obs = torch.stack([infos[i]["final_obs"] for i in idx.tolist()])
-    with torch.inference_mode():
-        values[idx] = actor_critic.get_value(
-            final_obs, rnn_hxs[idx], torch.ones(len(idx), 1, device=rnn_hxs.device))
-    return values
-
-
-def collect_rollout(envs, actor_critic, rollouts, episode_rewards, use_proper_time_limits,
-                    timeouts=None):
-    """Step the envs ``rollouts.num_steps`` times with the current policy, filling ``rollouts``.
-
-    Finished episodes' raw returns go to ``episode_rewards``; real-time envs report their count of
-    late steps (time-outs), kept per env in ``timeouts``.
-    """
-    for step in range(rollouts.num_steps):
-        with torch.inference_mode():
-            value, action, action_log_prob, rnn_hxs = actor_critic.act(
-                rollouts.obs[step], rollouts.recurrent_hidden_states[step], rollouts.masks[step])
-
-        obs, reward, terminated, truncated, infos = envs.step(action)
-        for i, info in enumerate(infos):
-            if "episode" in info:
-                episode_rewards.append(float(info["episode"]["r"]))
-            if "timeouts" in info and timeouts is not None:
-                timeouts[i] = info["timeouts"]
-
-        # An episode that terminated on its last allowed step ended by the task, not the clock.
-        truncated = truncated & ~terminated
-        masks = (~(terminated | truncated)).float().unsqueeze(1)   # (N, 1)
-        bad_masks = (~truncated).float().unsqueeze(1)              # (N, 1)
-        bootstrap = None
-        if use_proper_time_limits and bool(truncated.any()):
-            bootstrap = truncation_values(actor_critic, infos, truncated, rnn_hxs)
-        rollouts.insert(obs, rnn_hxs, action, action_log_prob, value, reward, masks, bad_masks,
-                        bootstrap)
 
 
 def save_path(args):
