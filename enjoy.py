@@ -35,8 +35,11 @@ from a2c_ppo_acktr.utils import CheckpointError, check_checkpoint, load_checkpoi
 CHECKPOINT_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
 
 
+PROG = "enjoy.py"  # the name in error lines; gail_experts/generate.py reuses these helpers
+
+
 def _fail(message):
-    fail(message, prog="enjoy.py")
+    fail(message, prog=PROG)
 
 
 def get_args(argv=None):
