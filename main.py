@@ -71,6 +71,8 @@ def make_gail(args, envs, device):
             "(or convert openai/imitation data with gail_experts/convert_to_pytorch.py)")
     dataset = gail.ExpertDataset(path, num_trajectories=4, subsample_frequency=20)
     gail.check_expert_data(dataset, path, args.env_name, envs.observation_space, envs.action_space)
+    print(f"GAIL: {len(dataset)} expert pairs from {path}, trajectory returns "
+          f"{', '.join(f'{r:.1f}' for r in dataset.expert_returns)}")
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.gail_batch_size, shuffle=True,
                                          drop_last=len(dataset) > args.gail_batch_size)
     return discr, loader

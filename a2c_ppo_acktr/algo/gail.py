@@ -64,8 +64,6 @@ class ExpertDataset(torch.utils.data.Dataset):
         data = load_expert_file(file_name)
         self.env_name, self.obs_shape = data["env_name"], list(data["obs_shape"])
         self.action_space = data["action_space"]
-        self.expert_returns = [float(data["rewards"][i, :n].sum())
-                               for i, n in enumerate(data["lengths"].tolist())]
         available = data["states"].shape[0]
         if not 0 < num_trajectories <= available:
             raise GailError(f"{file_name} holds {available} trajectories, "
@@ -78,6 +76,7 @@ class ExpertDataset(torch.utils.data.Dataset):
             states.append(data["states"][i, start::subsample_frequency][:n])
             actions.append(data["actions"][i, start::subsample_frequency][:n])
         self.trajectory_indices = idx
+        self.expert_returns = [float(data["rewards"][i, :data["lengths"][i]].sum()) for i in idx]
         self.states = torch.cat(states).float()  # (M, obs_dim)
         self.actions = torch.cat(actions)        # (M, 1) int64 or (M, action_dim) float32
         if len(self.states) == 0:
@@ -140,11 +139,12 @@ class Discriminator(nn.Module):
 
     def encode(self, states, actions):
         """(B, obs_dim), (B, 1) int or (B, action_dim) -> the trunk's input (B, obs_dim + action_dim)."""
+        dtype = self.trunk[0].weight.dtype
         if self.discrete:
-            actions = F.one_hot(actions.reshape(-1).long(), self.action_dim).float()
+            actions = F.one_hot(actions.reshape(-1).long(), self.action_dim).to(dtype)
         else:
-            actions = torch.max(torch.min(actions.float(), self.high), self.low)
-        return torch.cat([states.float(), actions], dim=1)
+            actions = torch.max(torch.min(actions.to(dtype), self.high), self.low)
+        return torch.cat([states.to(dtype), actions], dim=1)
 
     def forward(self, states, actions):
         """Logits of D, (B, 1)."""
@@ -152,7 +152,7 @@ class Discriminator(nn.Module):
 
     def compute_grad_pen(self, expert_data, policy_data, lambda_=10):
         """lambda * E[(||grad_x trunk(x)||_2 - 1)^2] at random interpolates of the encoded pairs."""
-        alpha = torch.rand(expert_data.size(0), 1, device=expert_data.device)
+        alpha = torch.rand(expert_data.size(0), 1, device=expert_data.device, dtype=expert_data.dtype)
         mixup_data = (alpha * expert_data + (1 - alpha) * policy_data).requires_grad_(True)
         disc = self.trunk(mixup_data)
         grad = torch.autograd.grad(outputs=disc, inputs=mixup_data,
@@ -215,7 +215,7 @@ class Discriminator(nn.Module):
         # log D - log(1 - D) = the logit; -log(1 - D) = softplus(logit): stable for saturated D.
         reward = d if self.reward == "airl" else F.softplus(d)
         if self.returns is None:
-            self.returns = reward.clone()
+            self.returns = torch.zeros_like(reward)  # (the original started from r, adding it twice)
         if update_rms:
             self.returns = self.returns * masks * gamma + reward
             self.ret_rms.update(self.returns.reshape(-1).cpu().numpy())
