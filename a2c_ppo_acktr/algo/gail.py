@@ -67,7 +67,7 @@ class ExpertDataset(torch.utils.data.Dataset):
         available = data["states"].shape[0]
         if not 0 < num_trajectories <= available:
             raise GailError(f"{file_name} holds {available} trajectories, "
-                                  f"{num_trajectories} are needed")
+                            f"{num_trajectories} are needed")
         idx = torch.randperm(available)[:num_trajectories]
         starts = torch.randint(0, subsample_frequency, (num_trajectories,))
         states, actions = [], []
@@ -81,7 +81,7 @@ class ExpertDataset(torch.utils.data.Dataset):
         self.actions = torch.cat(actions)        # (M, 1) int64 or (M, action_dim) float32
         if len(self.states) == 0:
             raise GailError(f"{file_name}: trajectories shorter than the subsampling "
-                                  f"frequency {subsample_frequency} leave no samples")
+                            f"frequency {subsample_frequency} leave no samples")
 
     def __len__(self):
         return len(self.states)
@@ -114,7 +114,7 @@ class Discriminator(nn.Module):
         super().__init__()
         if len(observation_space.shape) != 1:
             raise GailError(f"GAIL here takes vector observations; this env's are of shape "
-                                  f"{tuple(observation_space.shape)} (images are not supported)")
+                            f"{tuple(observation_space.shape)} (images are not supported)")
         if isinstance(action_space, spaces.Discrete):
             action_dim = int(action_space.n)
         elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
