@@ -27,8 +27,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import enjoy  # noqa: E402
 from a2c_ppo_acktr.algo.gail import expert_path  # noqa: E402
+from a2c_ppo_acktr.arguments import fail  # noqa: E402
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs  # noqa: E402
 from a2c_ppo_acktr.utils import save_checkpoint  # noqa: E402
+
+
+PROG = "generate.py"
+
+
+def _fail(message):
+    fail(message, prog=PROG)
 
 
 def get_args(argv=None):
@@ -45,7 +53,7 @@ def get_args(argv=None):
                    "--gail-experts-dir of main.py)")
     args = p.parse_args(argv)
     if args.episodes <= 0:
-        enjoy._fail(f"--episodes must be positive, got {args.episodes}")
+        _fail(f"--episodes must be positive, got {args.episodes}")
     return args
 
 
@@ -100,21 +108,20 @@ def to_expert_data(trajectories, env_name, observation_space, action_space):
 
 
 def main(argv=None):
-    enjoy.PROG = "generate.py"
     args = get_args(argv)
-    path, ckpt = enjoy.load(args)
+    path, ckpt = enjoy.load(args, PROG)
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as log_dir:  # for the Monitor: raw returns in infos
         try:
             envs = make_vec_envs(args.env_name, args.seed + 1000, 1, None, log_dir, "cpu", False,
                                  vec_env="dummy")
         except ValueError as e:
-            enjoy._fail(str(e))
+            _fail(str(e))
         try:
             if len(envs.observation_space.shape) != 1:
-                enjoy._fail(f"GAIL here takes vector observations; {args.env_name}'s are of shape "
+                _fail(f"GAIL here takes vector observations; {args.env_name}'s are of shape "
                             f"{tuple(envs.observation_space.shape)}")
-            policy = enjoy.build_policy(args, ckpt, path, envs)
+            policy = enjoy.build_policy(args, ckpt, path, envs, PROG)
             trajectories = record(policy, envs, args.episodes)
         finally:
             envs.close()
