@@ -35,8 +35,8 @@ from a2c_ppo_acktr.utils import CheckpointError, check_checkpoint, load_checkpoi
 CHECKPOINT_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
 
 
-def _fail(message):
-    fail(message, prog="enjoy.py")
+def _fail(message, prog="enjoy.py"):
+    fail(message, prog=prog)
 
 
 def get_args(argv=None):
@@ -60,34 +60,38 @@ def get_args(argv=None):
     return args
 
 
-def checkpoint_path(args):
+# checkpoint_path, load and build_policy take the program name for their error lines:
+# gail_experts/generate.py uses them too.
+def checkpoint_path(args, prog="enjoy.py"):
     if os.path.isfile(args.load_dir) or args.load_dir.endswith(".pt"):
         return args.load_dir
     if args.env_name is None:
-        _fail("--env-name is needed when --load-dir is a directory")
+        _fail("--env-name is needed when --load-dir is a directory", prog)
     name = args.env_name.replace("/", "_") + ".pt"
     if args.algo is not None:
         return os.path.join(args.load_dir, args.algo, name)
     found = sorted(glob.glob(os.path.join(glob.escape(args.load_dir), "*", name)))
     if len(found) > 1:
-        _fail(f"several checkpoints for {args.env_name}: {', '.join(found)}; choose with --algo")
+        _fail(f"several checkpoints for {args.env_name}: {', '.join(found)}; choose with --algo",
+              prog)
     return found[0] if found else os.path.join(args.load_dir, "<algo>", name)
 
 
-def load(args):
-    path = checkpoint_path(args)
+def load(args, prog="enjoy.py"):
+    path = checkpoint_path(args, prog)
     if not os.path.isfile(path):
-        _fail(f"no checkpoint at {path} (main.py saves <save-dir>/<algo>/<env-name>.pt)")
+        _fail(f"no checkpoint at {path} (main.py saves <save-dir>/<algo>/<env-name>.pt)", prog)
     try:
         ckpt = load_checkpoint(path)
     except CheckpointError as e:
-        _fail(f"{e}; expected a state-dict checkpoint saved by main.py")
+        _fail(f"{e}; expected a state-dict checkpoint saved by main.py", prog)
     if not isinstance(ckpt, dict) or not all(k in ckpt for k in CHECKPOINT_KEYS):
         _fail(f"{path} is not a checkpoint saved by main.py "
-              f"(expected keys {', '.join(CHECKPOINT_KEYS)})")
+              f"(expected keys {', '.join(CHECKPOINT_KEYS)})", prog)
     args.env_name = args.env_name or ckpt["env_name"]
     if ckpt["env_name"] != args.env_name:
-        _fail(f"{path} holds a policy for {ckpt['env_name']}, not for --env-name {args.env_name}")
+        _fail(f"{path} holds a policy for {ckpt['env_name']}, not for --env-name {args.env_name}",
+              prog)
     return path, ckpt
 
 
@@ -98,19 +102,19 @@ def _first_env(envs):
     return envs.envs[0]
 
 
-def build_policy(args, ckpt, path, envs):
+def build_policy(args, ckpt, path, envs, prog="enjoy.py"):
     obs_shape, action_space = tuple(envs.observation_space.shape), envs.action_space
     try:
         check_checkpoint(ckpt, path, args.env_name, obs_shape, action_space)
     except CheckpointError as e:
-        _fail(str(e))
+        _fail(str(e), prog)
     policy = Policy(obs_shape, action_space, base_kwargs={"recurrent": ckpt["recurrent_policy"]})
     try:
         policy.load_state_dict(ckpt["actor_critic"])
     except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."
         first = " ".join(str(e).split("\n", 1)[-1].split()).split(". ")[0]
         _fail(f"the policy in {path} does not fit {args.env_name} (observations {obs_shape}, "
-              f"actions {action_space}): {first}")
+              f"actions {action_space}): {first}", prog)
     vec_norm = get_vec_normalize(envs)
     if vec_norm is not None:
         vec_norm.eval()  # frozen: the training run's statistics

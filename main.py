@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from a2c_ppo_acktr import algo, utils
+from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.arguments import fail, get_args
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
@@ -40,7 +41,7 @@ def save_path(args):
     return os.path.join(args.save_dir, args.algo, args.env_name.replace("/", "_") + ".pt")
 
 
-def checkpoint_state(args, actor_critic, agent, envs, env_steps):
+def checkpoint_state(args, actor_critic, agent, envs, env_steps, discr=None):
     """Everything needed to rebuild and resume the run, as tensors and plain values."""
     vec_norm = get_vec_normalize(envs)
     return {
@@ -54,7 +55,27 @@ def checkpoint_state(args, actor_critic, agent, envs, env_steps):
         "obs_shape": list(envs.observation_space.shape),
         "action_space": str(envs.action_space),
         "recurrent_policy": args.recurrent_policy,
+        "gail": discr.full_state_dict() if discr is not None else None,
     }
+
+
+def make_gail(args, envs, device):
+    """GAIL's discriminator and expert batches (raw states); ``gail.GailError`` on bad input."""
+    path = gail.expert_path(args.gail_experts_dir, args.env_name)
+    discr = gail.Discriminator(envs.observation_space, envs.action_space, reward=args.gail_reward,
+                               device=device)
+    if not os.path.isfile(path):
+        raise gail.GailError(
+            f"no expert file at {path}; make one from a policy trained by main.py with "
+            f"'python gail_experts/generate.py --env-name {args.env_name} --load-dir <save-dir>' "
+            "(or convert openai/imitation data with gail_experts/convert_to_pytorch.py)")
+    dataset = gail.ExpertDataset(path, num_trajectories=4, subsample_frequency=20)
+    gail.check_expert_data(dataset, path, args.env_name, envs.observation_space, envs.action_space)
+    print(f"GAIL: {len(dataset)} expert pairs from {path}, trajectory returns "
+          f"{', '.join(f'{r:.1f}' for r in dataset.expert_returns)}")
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.gail_batch_size, shuffle=True,
+                                         drop_last=len(dataset) > args.gail_batch_size)
+    return discr, loader
 
 
 def check_run_dirs(args, log_dir):
@@ -111,12 +132,26 @@ def main(argv=None):
     actor_critic = Policy(envs.observation_space.shape, envs.action_space,
                           base_kwargs={"recurrent": args.recurrent_policy}).to(device)
     agent = make_agent(args, actor_critic)
+    discr = expert_loader = None
+    if args.gail:
+        try:
+            discr, expert_loader = make_gail(args, envs, device)
+        except gail.GailError as e:
+            envs.close()
+            if not resumed:  # leave no monitor files of a run that never started
+                for f in glob.glob(os.path.join(log_dir, "*.monitor.csv")):
+                    os.remove(f)
+            fail(str(e))
     if resumed:
         try:
             utils.check_checkpoint(resumed, save_path(args), args.env_name,
                                    envs.observation_space.shape, envs.action_space)
             actor_critic.load_state_dict(resumed["actor_critic"])
             agent.optimizer.load_state_dict(resumed["optimizer"])
+            if discr is not None:
+                if resumed.get("gail") is None:
+                    raise utils.CheckpointError(f"{save_path(args)} was trained without --gail")
+                discr.load_full_state_dict(resumed["gail"])
         except (utils.CheckpointError, RuntimeError, ValueError, KeyError) as e:
             envs.close()
             fail(f"--resume: {str(e).splitlines()[0]}")
@@ -154,6 +189,18 @@ def main(argv=None):
         with torch.inference_mode():
             next_value = actor_critic.get_value(
                 rollouts.obs[-1], rollouts.recurrent_hidden_states[-1], rollouts.masks[-1])
+
+        gail_stats = {}
+        if discr is not None:  # GAIL: the discriminator's reward replaces the env's
+            vec_norm = get_vec_normalize(envs)
+            if j >= args.gail_warmup_updates:
+                vec_norm.eval()  # as the original: D's inputs keep one scale after warm-up
+            epochs = args.gail_warmup_epoch if j < args.gail_warmup_updates else args.gail_epoch
+            gail_stats = discr.update(expert_loader, rollouts, vec_norm.normalize_obs, epochs)
+            for step in range(args.num_steps):
+                rollouts.rewards[step] = discr.predict_reward(
+                    rollouts.obs[step], rollouts.actions[step], args.gamma, rollouts.masks[step])
+
         rollouts.compute_returns(next_value, args.use_gae, args.gamma, args.gae_lambda,
                                  args.use_proper_time_limits)
 
@@ -172,8 +219,8 @@ def main(argv=None):
         env_steps = (j + 1) * steps_per_update
         last = j == num_updates - 1
         if (j % args.save_interval == 0 or last) and args.save_dir != "":
-            utils.save_checkpoint(checkpoint_state(args, actor_critic, agent, envs, env_steps),
-                                  save_path(args))
+            utils.save_checkpoint(
+                checkpoint_state(args, actor_critic, agent, envs, env_steps, discr), save_path(args))
 
         fps = int((env_steps - start_steps) / (time.time() - start))
         recent = float(np.mean(episode_rewards)) if episode_rewards else float("nan")
@@ -187,7 +234,7 @@ def main(argv=None):
                    "approx_kl": agent.stats.get("approx_kl", float("nan")),
                    "clip_fraction": agent.stats.get("clip_fraction", float("nan")),
                    "lr": agent.optimizer.param_groups[0]["lr"], "time": time.time() - start,
-                   "timeouts": sum(t for t in timeouts if t is not None)}
+                   "timeouts": sum(t for t in timeouts if t is not None), **gail_stats}
             logger.log(row, env_steps)
             progress.clear()
             print(f"Updates {j}, num timesteps {env_steps}, FPS {fps} \n"
@@ -199,7 +246,10 @@ def main(argv=None):
                   + (f", approx kl {row['approx_kl']:.4f}, clip fraction {row['clip_fraction']:.3f}"
                      if args.algo == "ppo" else "")
                   + (f"\n real-time time-outs {row['timeouts']}"
-                     if any(t is not None for t in timeouts) else ""), flush=True)
+                     if any(t is not None for t in timeouts) else "")
+                  + (f"\n gail loss {gail_stats['gail_loss']:.4f}, expert / policy accuracy "
+                     f"{gail_stats['gail_expert_acc']:.2f} / {gail_stats['gail_policy_acc']:.2f}"
+                     if gail_stats else ""), flush=True)
 
         if args.eval_interval is not None and len(episode_rewards) > 1 and j % args.eval_interval == 0:
             vec_norm = get_vec_normalize(envs)

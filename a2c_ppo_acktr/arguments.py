@@ -5,6 +5,8 @@ import sys
 
 import torch
 
+from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
+
 ALGOS = ("a2c", "ppo", "acktr")
 VEC_ENVS = ("auto", "dummy", "shmem")
 
@@ -79,6 +81,23 @@ def build_parser():
     p.add_argument("--vec-env", default="auto",
                    help="vectorization: " + " | ".join(VEC_ENVS)
                    + " (auto: chosen per env from measurements, see envs.py)")
+    # GAIL (algo/gail.py): the discriminator's reward replaces the env's; works with every --algo.
+    p.add_argument("--gail", action="store_true", default=False,
+                   help="imitate the expert trajectories in --gail-experts-dir with GAIL")
+    p.add_argument("--gail-experts-dir", default="./gail_experts",
+                   help="directory holding trajs_<env-name>.pt (default: ./gail_experts)")
+    p.add_argument("--gail-batch-size", type=_count, default=128,
+                   help="GAIL discriminator batch size (default: 128)")
+    p.add_argument("--gail-epoch", type=_count, default=5,
+                   help="discriminator epochs per update (default: 5)")
+    p.add_argument("--gail-warmup-updates", type=_count, default=10,
+                   help="updates that train the discriminator --gail-warmup-epoch epochs instead, "
+                   "after which observation normalization is frozen (default: 10)")
+    p.add_argument("--gail-warmup-epoch", type=_count, default=100,
+                   help="discriminator epochs per warm-up update (default: 100)")
+    p.add_argument("--gail-reward", default="airl",
+                   help="learned reward: airl = log D - log(1 - D) (the original's) | "
+                   "gail = -log(1 - D) (default: airl)")
     return p
 
 
@@ -125,6 +144,13 @@ def check_args(args):
     if args.num_env_steps < args.num_processes * args.num_steps:
         fail(f"--num-env-steps ({args.num_env_steps}) is less than one rollout "
               f"(--num-processes * --num-steps = {args.num_processes * args.num_steps})")
+    if args.gail_reward not in GAIL_REWARDS:
+        fail(f"unknown --gail-reward {args.gail_reward!r}; choose one of: {', '.join(GAIL_REWARDS)}")
+    for name in ("gail_batch_size", "gail_epoch", "gail_warmup_epoch"):
+        if getattr(args, name) <= 0:
+            fail(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if args.gail_warmup_updates < 0:
+        fail(f"--gail-warmup-updates must be >= 0, got {args.gail_warmup_updates}")
 
 
 def get_args(argv=None):

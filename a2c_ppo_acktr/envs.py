@@ -533,6 +533,7 @@ class VecNormalize(VecEnvWrapper):
         self.gamma, self.epsilon = gamma, epsilon
         self.returns = np.zeros(self.num_envs)  # (N,) discounted return so far, float64
         self.training = True
+        self.raw_obs = None  # the last un-normalized observations (gail_experts/generate.py)
 
     def train(self):
         self.training = True
@@ -549,6 +550,7 @@ class VecNormalize(VecEnvWrapper):
                        -self.clip_obs, self.clip_obs).astype(np.float32)
 
     def _obs(self, obs):
+        self.raw_obs = obs  # a fresh array from the vec env: no copy needed to keep it
         if self.ob_rms is not None and self.training:
             self.ob_rms.update(obs)
         return self.normalize_obs(obs)

@@ -1,0 +1,139 @@
+"""Record expert trajectories for GAIL from a policy trained by ``main.py``.
+
+Usage::
+
+    python gail_experts/generate.py --env-name E --load-dir D [--algo ppo] [--episodes N]
+                                    [--seed S] [--out-dir gail_experts]
+
+    python gail_experts/generate.py --env-name CartPole-v1 --load-dir trained_models --episodes 10
+
+The checkpoint is found as by ``enjoy.py`` (``<load-dir>/<algo>/<env-name>.pt``, or ``--load-dir``
+names the file). The policy acts deterministically (its mode) with the run's observation
+normalization frozen, for ``--episodes`` episodes on envs seeded ``seed + 1000``; the file
+``<out-dir>/trajs_<env-name>.pt`` gets the raw observations and the actions the env ran (Box
+actions clipped to the space), in the layout described in ``a2c_ppo_acktr/algo/gail.py``,
+written atomically and loadable with ``torch.load(weights_only=True)``.
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import enjoy  # noqa: E402
+from a2c_ppo_acktr.algo.gail import expert_path  # noqa: E402
+from a2c_ppo_acktr.arguments import fail  # noqa: E402
+from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs  # noqa: E402
+from a2c_ppo_acktr.utils import save_checkpoint  # noqa: E402
+
+
+PROG = "generate.py"
+
+
+def _fail(message):
+    fail(message, prog=PROG)
+
+
+def get_args(argv=None):
+    p = argparse.ArgumentParser(description="Record expert trajectories for GAIL")
+    p.add_argument("--env-name", default=None,
+                   help="gymnasium id (default: the checkpoint's, when --load-dir is a file)")
+    p.add_argument("--load-dir", default="./trained_models/",
+                   help="the --save-dir of main.py, or a .pt checkpoint file")
+    p.add_argument("--algo", default=None, help="a2c | ppo | acktr (default: the one with a checkpoint)")
+    p.add_argument("--episodes", type=int, default=10, help="episodes to record (default: 10)")
+    p.add_argument("--seed", type=int, default=1, help="random seed; envs get seed + 1000")
+    p.add_argument("--out-dir", default="./gail_experts",
+                   help="where trajs_<env-name>.pt goes (default: ./gail_experts, the default "
+                   "--gail-experts-dir of main.py)")
+    args = p.parse_args(argv)
+    if args.episodes <= 0:
+        _fail(f"--episodes must be positive, got {args.episodes}")
+    return args
+
+
+def record(policy, envs, episodes):
+    """Play ``episodes`` deterministic episodes; returns one (states, actions, rewards) per episode.
+
+    states (T, obs_dim) raw float32, actions (T, 1) int64 or (T, action_dim) float32, rewards (T,).
+    """
+    vec_norm = get_vec_normalize(envs)
+    space = envs.action_space
+    trajectories, steps = [], []
+    obs = envs.reset()
+    rnn_hxs = torch.zeros(1, policy.recurrent_hidden_state_size)
+    masks = torch.zeros(1, 1)
+    while len(trajectories) < episodes:
+        state = vec_norm.raw_obs[0]
+        with torch.inference_mode():
+            _, action, _, rnn_hxs = policy.act(obs, rnn_hxs, masks, deterministic=True)
+        obs, reward, terminated, truncated, infos = envs.step(action)
+        masks = (~(terminated | truncated)).float().unsqueeze(1)
+        executed = action[0].numpy()
+        if isinstance(space, spaces.Box):  # what the env ran (VecPyTorch clips the same way)
+            executed = np.clip(executed, space.low, space.high)
+        steps.append((state, executed, float(reward[0, 0])))
+        episode = infos[0].get("episode")  # the Monitor's raw return and length
+        if episode is not None:
+            states, actions, rewards = zip(*steps)
+            trajectories.append((np.stack(states), np.stack(actions), np.array(rewards, np.float32)))
+            steps = []
+            print(f"episode {len(trajectories)}: return {float(episode['r']):.1f}, "
+                  f"length {int(episode['l'])}", flush=True)
+    return trajectories
+
+
+def to_expert_data(trajectories, env_name, observation_space, action_space):
+    """Pad to the longest episode and pack as the expert file dict (see algo/gail.py)."""
+    lengths = torch.tensor([len(r) for _, _, r in trajectories], dtype=torch.int64)
+    num, horizon = len(trajectories), int(lengths.max())
+    discrete = isinstance(action_space, spaces.Discrete)
+    states = torch.zeros(num, horizon, *observation_space.shape)
+    actions = torch.zeros(num, horizon, 1 if discrete else action_space.shape[0],
+                          dtype=torch.int64 if discrete else torch.float32)
+    rewards = torch.zeros(num, horizon)
+    for i, (s, a, r) in enumerate(trajectories):
+        n = len(r)
+        states[i, :n] = torch.from_numpy(s).float()
+        actions[i, :n] = torch.from_numpy(a).reshape(n, -1).to(actions.dtype)
+        rewards[i, :n] = torch.from_numpy(r)
+    return {"states": states, "actions": actions, "rewards": rewards, "lengths": lengths,
+            "env_name": env_name, "obs_shape": list(observation_space.shape),
+            "action_space": str(action_space)}
+
+
+def main(argv=None):
+    args = get_args(argv)
+    path, ckpt = enjoy.load(args, PROG)
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as log_dir:  # for the Monitor: raw returns in infos
+        try:
+            envs = make_vec_envs(args.env_name, args.seed + 1000, 1, None, log_dir, "cpu", False,
+                                 vec_env="dummy")
+        except ValueError as e:
+            _fail(str(e))
+        try:
+            if len(envs.observation_space.shape) != 1:
+                _fail(f"GAIL here takes vector observations; {args.env_name}'s are of shape "
+                            f"{tuple(envs.observation_space.shape)}")
+            policy = enjoy.build_policy(args, ckpt, path, envs, PROG)
+            trajectories = record(policy, envs, args.episodes)
+        finally:
+            envs.close()
+    data = to_expert_data(trajectories, args.env_name, envs.observation_space, envs.action_space)
+    out = expert_path(args.out_dir, args.env_name)
+    save_checkpoint(data, out)
+    returns = [float(r.sum()) for _, _, r in trajectories]
+    print(f"wrote {out}: {len(returns)} trajectories, return {np.mean(returns):.1f} ± "
+          f"{np.std(returns):.1f} (min {np.min(returns):.1f}, max {np.max(returns):.1f}), "
+          f"lengths {data['lengths'].min().item()}-{data['lengths'].max().item()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
