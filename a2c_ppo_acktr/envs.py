@@ -120,7 +120,7 @@ def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, 
 
     The id is checked now (ValueError if unknown); the env itself is built when the thunk is
     called, possibly in a worker process (thunks are cloudpickled there). ``env_kwargs`` go to
-    ``gym.make`` (they override the Atari ``frameskip`` set here).
+    ``gym.make`` (they override ``render_mode`` and the Atari ``frameskip`` set here).
     """
     spec = _env_spec(env_id)
     atari = _is_atari(spec)
@@ -131,7 +131,7 @@ def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, 
             _register_ale()  # a fresh worker process has not registered them yet
             if spec.kwargs.get("frameskip", 1) != 1:
                 kwargs["frameskip"] = 1  # e.g. ALE/*-v5: MaxAndSkipEnv does the skipping
-        env = gym.make(env_id, render_mode=render_mode, **{**kwargs, **(env_kwargs or {})})
+        env = gym.make(env_id, **{"render_mode": render_mode, **kwargs, **(env_kwargs or {})})
         if atari:
             env = NoopResetEnv(env, noop_max=30)
             env = MaxAndSkipEnv(env, skip=4)
