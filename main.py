@@ -146,6 +146,7 @@ def main(argv=None):
     steps_per_update = args.num_steps * args.num_processes
     num_updates = args.num_env_steps // steps_per_update
     first_update = env_steps // steps_per_update
+    envs.pause()  # real-time envs hold still until the first step: the set-up above took a while
     sampler = None
     if args.async_rollouts:  # from now on a thread steps the envs, one update behind the learner
         sampler = AsyncSampler(envs, actor_critic, make_policy(args, envs, device), rollouts,

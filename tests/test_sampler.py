@@ -77,9 +77,9 @@ def test_rollout_k_is_collected_by_the_weights_after_k_minus_1_updates(recurrent
                     assert torch.equal(getattr(rollouts, name)[0], last), name
             if recurrent and k >= 1:  # the GRU state goes on across rollouts, not reset to zero
                 assert rollouts.recurrent_hidden_states[0].abs().sum() > 0
-            with torch.no_grad():  # the "update": a large, known change of every weight
-                for p in learner.parameters():
-                    p.add_(torch.randn_like(p) * 0.5)
+            with torch.no_grad():  # the "update": a large, known change of every weight that
+                for name, p in learner.named_parameters():  # keeps the policy stochastic
+                    p.copy_(weights[0][name] + torch.randn_like(p) * 0.3)
             weights.append(snapshot(learner))
             previous = rollouts, {name: getattr(rollouts, name)[-1].clone()
                                   for name in ("obs", "recurrent_hidden_states", "masks")}
