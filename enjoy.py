@@ -182,7 +182,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as log_dir:  # for the Monitor: raw returns in infos
         try:
             envs = make_vec_envs(args.env_name, args.seed + 1000, 1, None, log_dir, "cpu", False,
-                                 vec_env="dummy", render_mode=render_mode)
+                                 vec_env="dummy", render_mode=render_mode,
+                                 env_kwargs=ckpt.get("env_kwargs"))  # older files lack them
         except (ValueError, gym.error.DependencyNotInstalled) as e:
             _fail(str(e))
         writer = None

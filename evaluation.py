@@ -6,14 +6,15 @@ from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
 
 
 def evaluate(actor_critic, obs_rms, env_name, seed, num_processes, eval_log_dir, device,
-             num_episodes=10, deterministic=True):
+             num_episodes=10, deterministic=True, env_kwargs=None):
     """Run ``num_episodes`` episodes and return their raw returns (a list of floats).
 
     ``obs_rms`` is the training normalizer's state (``VecNormalize.state_dict()``) or None for
-    envs without one (images: the original crashed here on Atari).
+    envs without one (images: the original crashed here on Atari). ``env_kwargs`` go to
+    ``gym.make``, as in training.
     """
     eval_envs = make_vec_envs(env_name, seed + num_processes, num_processes, None,
-                              eval_log_dir, device, True)
+                              eval_log_dir, device, True, env_kwargs=env_kwargs)
     vec_norm = get_vec_normalize(eval_envs)
     if vec_norm is not None:
         vec_norm.eval()

@@ -17,14 +17,21 @@ import torch
 from a2c_ppo_acktr import algo, utils
 from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.arguments import fail, get_args
-from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs, normalizer_state
 from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.realtime import mean_benchmarks
 from a2c_ppo_acktr.rollout import collect_rollout
+from a2c_ppo_acktr.sampler import AsyncSampler
 from a2c_ppo_acktr.storage import RolloutStorage
 from evaluation import evaluate
 
 DEFAULT_THREADS = torch.get_num_threads()
+
+
+def make_policy(args, envs, device):
+    return Policy(envs.observation_space.shape, envs.action_space,
+                  base_kwargs={"recurrent": args.recurrent_policy}).to(device)
 
 
 def make_agent(args, actor_critic):
@@ -41,16 +48,16 @@ def save_path(args):
     return os.path.join(args.save_dir, args.algo, args.env_name.replace("/", "_") + ".pt")
 
 
-def checkpoint_state(args, actor_critic, agent, envs, env_steps, discr=None):
+def checkpoint_state(args, actor_critic, agent, envs, env_steps, obs_rms, discr=None):
     """Everything needed to rebuild and resume the run, as tensors and plain values."""
-    vec_norm = get_vec_normalize(envs)
     return {
         "actor_critic": actor_critic.state_dict(),
         "optimizer": agent.optimizer.state_dict(),
-        "obs_rms": vec_norm.state_dict() if vec_norm is not None else None,
+        "obs_rms": obs_rms,
         "env_steps": env_steps,
         "torch_rng": torch.get_rng_state(),
         "env_name": args.env_name,
+        "env_kwargs": args.env_kwargs,
         "algo": args.algo,
         "obs_shape": list(envs.observation_space.shape),
         "action_space": str(envs.action_space),
@@ -123,14 +130,13 @@ def main(argv=None):
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
         envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes, args.gamma,
                              log_dir, device, False, vec_env=args.vec_env,
-                             monitor_append=bool(resumed))
-    except ValueError as e:  # unknown env id (with suggestions), bad vectorization
+                             monitor_append=bool(resumed), env_kwargs=args.env_kwargs)
+    except ValueError as e:  # unknown env id (with suggestions), bad vectorization or env kwargs
         fail(str(e))
     # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
     # on image batches do gain (bench_fps case d: 197 env-steps/s on 1 thread, 277 on 2).
     torch.set_num_threads(1 if len(envs.observation_space.shape) == 1 else DEFAULT_THREADS)
-    actor_critic = Policy(envs.observation_space.shape, envs.action_space,
-                          base_kwargs={"recurrent": args.recurrent_policy}).to(device)
+    actor_critic = make_policy(args, envs, device)
     agent = make_agent(args, actor_critic)
     discr = expert_loader = None
     if args.gail:
@@ -170,22 +176,34 @@ def main(argv=None):
     progress = ProgressLine(args.num_env_steps)
     episode_rewards = deque(maxlen=10)
     timeouts = [None] * args.num_processes  # real-time envs only: late steps per env
+    realtime = any(b is not None for b in envs.benchmarks())
     start, start_steps = time.time(), env_steps
     steps_per_update = args.num_steps * args.num_processes
     num_updates = args.num_env_steps // steps_per_update
-    for j in range(env_steps // steps_per_update, num_updates):
+    first_update = env_steps // steps_per_update
+    envs.pause()  # real-time envs hold still until the first step: the set-up above took a while
+    sampler = None
+    if args.async_rollouts:  # from now on a thread steps the envs, one update behind the learner
+        sampler = AsyncSampler(envs, actor_critic, make_policy(args, envs, device), rollouts,
+                               num_updates - first_update, args.use_proper_time_limits)
+    for j in range(first_update, num_updates):
         if args.use_linear_lr_decay:
             # ACKTR decays K-FAC's own lr (--lr is not used by it).
             utils.update_linear_schedule(agent.optimizer, j, num_updates,
                                          agent.optimizer.defaults["lr"] if args.algo == "acktr"
                                          else args.lr)
 
-        collect_rollout(envs, actor_critic, rollouts, episode_rewards, args.use_proper_time_limits,
-                        timeouts)
-        # Real-time envs cannot wait for the update: they hold still (default action, clock
-        # stopped) until the next step instead of timing out. No-op for other envs.
-        envs.pause()
+        if sampler is None:
+            collect_rollout(envs, actor_critic, rollouts, episode_rewards,
+                            args.use_proper_time_limits, timeouts)
+            # Real-time envs cannot wait for the update: they hold still (default action, clock
+            # stopped) until the next step instead of timing out. No-op for other envs.
+            envs.pause()
+        else:  # collected while the previous update ran, by the weights from before it
+            rollouts = sampler.next_rollout(episode_rewards, timeouts)
 
+        # Async: the learner's current weights bootstrap, one update newer than the rollout's
+        # value_preds; PPO's clipped value loss needs those old predictions anyway.
         with torch.inference_mode():
             next_value = actor_critic.get_value(
                 rollouts.obs[-1], rollouts.recurrent_hidden_states[-1], rollouts.masks[-1])
@@ -210,17 +228,24 @@ def main(argv=None):
             print(f"{os.path.basename(sys.argv[0])}: error: non-finite loss at update {j} (value "
                   f"{value_loss}, action {action_loss}, entropy {dist_entropy}); stopped, "
                   f"keeping the last saved checkpoint {save_path(args)}", file=sys.stderr)
+            if sampler is not None:
+                sampler.close()
             envs.close()
             logger.close()
             eval_logger.close()
             return 1
-        rollouts.after_update()
+        if sampler is None:
+            rollouts.after_update()
+        else:  # the buffer goes back, with the weights for the rollout after the next one
+            sampler.release(rollouts, actor_critic)
 
         env_steps = (j + 1) * steps_per_update
         last = j == num_updates - 1
+        # Async: the sampler keeps stepping the envs; its snapshot is from this rollout's end.
+        obs_rms = normalizer_state(envs) if sampler is None else sampler.obs_rms
         if (j % args.save_interval == 0 or last) and args.save_dir != "":
-            utils.save_checkpoint(
-                checkpoint_state(args, actor_critic, agent, envs, env_steps, discr), save_path(args))
+            utils.save_checkpoint(checkpoint_state(args, actor_critic, agent, envs, env_steps,
+                                                   obs_rms, discr), save_path(args))
 
         fps = int((env_steps - start_steps) / (time.time() - start))
         recent = float(np.mean(episode_rewards)) if episode_rewards else float("nan")
@@ -235,6 +260,11 @@ def main(argv=None):
                    "clip_fraction": agent.stats.get("clip_fraction", float("nan")),
                    "lr": agent.optimizer.param_groups[0]["lr"], "time": time.time() - start,
                    "timeouts": sum(t for t in timeouts if t is not None), **gail_stats}
+            if realtime:  # rtgym's timing statistics, seconds, mean over envs
+                row.update(mean_benchmarks(envs.benchmarks() if sampler is None
+                                           else sampler.benchmarks))
+            if sampler is not None:
+                row.update(policy_lag=sampler.policy_lag, sampler_stalls=sampler.stalls)
             logger.log(row, env_steps)
             progress.clear()
             print(f"Updates {j}, num timesteps {env_steps}, FPS {fps} \n"
@@ -245,22 +275,28 @@ def main(argv=None):
                   f"action loss {action_loss:.4f}"
                   + (f", approx kl {row['approx_kl']:.4f}, clip fraction {row['clip_fraction']:.3f}"
                      if args.algo == "ppo" else "")
-                  + (f"\n real-time time-outs {row['timeouts']}"
-                     if any(t is not None for t in timeouts) else "")
+                  + (f"\n real-time time-outs {row['timeouts']}, time step "
+                     f"{1e3 * row['time_step_duration_mean']:.1f}±"
+                     f"{1e3 * row['time_step_duration_dev']:.1f} ms, in step "
+                     f"{1e3 * row['step_time_mean']:.1f} ms, inference "
+                     f"{1e3 * row['inference_time_mean']:.1f} ms" if realtime else "")
+                  + (f"\n policy lag {sampler.policy_lag}, sampler stalls {sampler.stalls}"
+                     if sampler is not None else "")
                   + (f"\n gail loss {gail_stats['gail_loss']:.4f}, expert / policy accuracy "
                      f"{gail_stats['gail_expert_acc']:.2f} / {gail_stats['gail_policy_acc']:.2f}"
                      if gail_stats else ""), flush=True)
 
         if args.eval_interval is not None and len(episode_rewards) > 1 and j % args.eval_interval == 0:
-            vec_norm = get_vec_normalize(envs)
             progress.clear()
-            returns = evaluate(actor_critic, vec_norm.state_dict() if vec_norm is not None else None,
-                               args.env_name, args.seed, args.num_processes, eval_log_dir, device)
+            returns = evaluate(actor_critic, obs_rms, args.env_name, args.seed, args.num_processes,
+                               eval_log_dir, device, env_kwargs=args.env_kwargs)
             eval_logger.log({"update": j, "timesteps": env_steps, "episodes": len(returns),
                              "mean_return": float(np.mean(returns)),
                              "std_return": float(np.std(returns))}, env_steps)
 
     progress.clear()
+    if sampler is not None:
+        sampler.close()
     envs.close()
     logger.close()
     eval_logger.close()

@@ -1,5 +1,7 @@
-"""The command line of ``main.py``: the original's flags, names and defaults, plus ``--vec-env``."""
+"""The command line of ``main.py``: the original's flags, names and defaults, plus the new ones
+(``--vec-env``, ``--resume``, ``--overwrite``, ``--env-kwargs``, ``--async-rollouts``)."""
 import argparse
+import ast
 import os
 import sys
 
@@ -81,6 +83,14 @@ def build_parser():
     p.add_argument("--vec-env", default="auto",
                    help="vectorization: " + " | ".join(VEC_ENVS)
                    + " (auto: chosen per env from measurements, see envs.py)")
+    p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="keyword arguments for gym.make, e.g. time_step_duration=0.02 "
+                   "ep_max_length=200 (values: numbers, True/False, None, or text); saved in the "
+                   "checkpoint, so evaluation and enjoy.py build the same env")
+    p.add_argument("--async-rollouts", action="store_true", default=False,
+                   help="collect the next rollout in a background thread while the learner "
+                   "updates on the previous one (policy lag of one update; real-time envs never "
+                   "pause). Runs in this mode are not reproducible from --seed")
     # GAIL (algo/gail.py): the discriminator's reward replaces the env's; works with every --algo.
     p.add_argument("--gail", action="store_true", default=False,
                    help="imitate the expert trajectories in --gail-experts-dir with GAIL")
@@ -99,6 +109,34 @@ def build_parser():
                    help="learned reward: airl = log D - log(1 - D) (the original's) | "
                    "gail = -log(1 - D) (default: airl)")
     return p
+
+
+def _literal(text):
+    """'0.02' -> 0.02, '200' -> 200, 'true'/'True' -> True, 'none' -> None, other text stays text."""
+    lowered = {"true": True, "false": False, "none": None, "null": None}
+    if text.lower() in lowered:
+        return lowered[text.lower()]
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        pass
+    try:
+        return float(text)  # inf, nan
+    except ValueError:
+        return text
+
+
+def parse_env_kwargs(pairs):
+    """``["key=value", ...]`` -> dict with values parsed by ``_literal``; bad input -> ``fail``."""
+    kwargs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            fail(f"--env-kwargs expects KEY=VALUE pairs like ep_max_length=200, got {pair!r}")
+        if key in kwargs:
+            fail(f"--env-kwargs gives {key!r} twice")
+        kwargs[key] = _literal(value)
+    return kwargs
 
 
 def fail(message, prog=None):
@@ -151,10 +189,14 @@ def check_args(args):
             fail(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
     if args.gail_warmup_updates < 0:
         fail(f"--gail-warmup-updates must be >= 0, got {args.gail_warmup_updates}")
+    if args.gail and args.async_rollouts:
+        # The discriminator would train on the sampler's normalizer while that thread updates it.
+        fail("--gail does not support --async-rollouts: drop one of them")
 
 
 def get_args(argv=None):
     args = build_parser().parse_args(argv)
     check_args(args)
+    args.env_kwargs = parse_env_kwargs(args.env_kwargs)
     args.cuda = not args.no_cuda and torch.cuda.is_available()
     return args

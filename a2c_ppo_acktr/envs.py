@@ -114,11 +114,13 @@ def _monitor_t_start(path):
         return None
 
 
-def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, monitor_append=False):
+def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, monitor_append=False,
+             env_kwargs=None):
     """Return a thunk building env ``rank``: gym env, Monitor, Atari preprocessing, CHW images.
 
     The id is checked now (ValueError if unknown); the env itself is built when the thunk is
-    called, possibly in a worker process (thunks are cloudpickled there).
+    called, possibly in a worker process (thunks are cloudpickled there). ``env_kwargs`` go to
+    ``gym.make`` (they override ``render_mode`` and the Atari ``frameskip`` set here).
     """
     spec = _env_spec(env_id)
     atari = _is_atari(spec)
@@ -129,7 +131,7 @@ def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, 
             _register_ale()  # a fresh worker process has not registered them yet
             if spec.kwargs.get("frameskip", 1) != 1:
                 kwargs["frameskip"] = 1  # e.g. ALE/*-v5: MaxAndSkipEnv does the skipping
-        env = gym.make(env_id, render_mode=render_mode, **kwargs)
+        env = gym.make(env_id, **{"render_mode": render_mode, **kwargs, **(env_kwargs or {})})
         if atari:
             env = NoopResetEnv(env, noop_max=30)
             env = MaxAndSkipEnv(env, skip=4)
@@ -189,6 +191,12 @@ def _pause_block(envs):
             env.unwrapped.wait()
 
 
+def _benchmark_block(envs):
+    """``RealTimeEnv.benchmarks()`` of each real-time env; None for the others."""
+    return [env.unwrapped.benchmarks() if isinstance(env.unwrapped, RealTimeEnv) else None
+            for env in envs]
+
+
 def _reset_block(envs, obs):
     for j, env in enumerate(envs):
         try:
@@ -227,6 +235,9 @@ class DummyVecEnv:
 
     def pause(self):
         _pause_block(self.envs)
+
+    def benchmarks(self):
+        return _benchmark_block(self.envs)
 
     def render(self):
         return self.envs[0].render()
@@ -307,6 +318,8 @@ def _worker(conn, env_fns_blob, first_index):
             elif cmd == b"p":
                 _pause_block(envs)
                 conn.send(None)
+            elif cmd == b"b":
+                conn.send(_benchmark_block(envs))
             elif cmd == b"v":
                 conn.send(envs[0].render())
             elif cmd == b"c":
@@ -432,6 +445,9 @@ class ShmemVecEnv:
     def pause(self):
         self._broadcast(b"p")
 
+    def benchmarks(self):
+        return [b for block in self._broadcast(b"b") for b in block]
+
     def render(self):
         self._check_open()
         self._conns[0].send_bytes(b"v")
@@ -510,6 +526,10 @@ class VecEnvWrapper:
     def pause(self):
         """Real-time envs hold still (default action, clock stopped) until the next step."""
         self.venv.pause()
+
+    def benchmarks(self):
+        """Per env: its timing statistics (``RealTimeEnv.benchmarks()``) or None (not real-time)."""
+        return self.venv.benchmarks()
 
     def render(self):
         return self.venv.render()
@@ -593,6 +613,12 @@ def get_vec_normalize(venv):
             return venv
         venv = getattr(venv, "venv", None)
     return None
+
+
+def normalizer_state(venv):
+    """``state_dict()`` of the VecNormalize in ``venv``'s chain (for checkpoints), or None."""
+    vec_norm = get_vec_normalize(venv)
+    return vec_norm.state_dict() if vec_norm is not None else None
 
 
 # ----------------------------------------------------------------------------- torch side
@@ -701,15 +727,28 @@ def _auto_vec_env(spec, num_envs):
     return "shmem" if num_envs > 1 and not cheap and _num_cpus() > 2 else "dummy"
 
 
+def _check_env_kwargs(env_id, env_kwargs):
+    """Build and close one env with ``env_kwargs``: a bad key is a one-line ValueError here, not a
+    traceback from a worker process."""
+    try:
+        gym.make(env_id, **env_kwargs).close()
+    except (TypeError, ValueError) as e:  # TypeError: unknown key; ValueError: rejected value
+        raise ValueError(f"{env_id} rejects env kwargs {env_kwargs}: {str(e).splitlines()[0]}") from None
+
+
 def make_vec_envs(env_name, seed, num_processes, gamma, log_dir, device, allow_early_resets,
                   num_frame_stack=None, vec_env="auto", render_mode=None, monitor_append=False,
-                  num_workers=None):
+                  num_workers=None, env_kwargs=None):
     """Build the full stack: N envs -> Dummy/ShmemVecEnv -> VecNormalize (vector obs) -> VecPyTorch
-    -> VecPyTorchFrameStack (images: ``num_frame_stack`` or 4; vectors: only if given)."""
+    -> VecPyTorchFrameStack (images: ``num_frame_stack`` or 4; vectors: only if given).
+    ``env_kwargs`` go to ``gym.make`` (e.g. a real-time env's config)."""
     if vec_env not in VEC_ENV_KINDS:
         raise ValueError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
     spec = _env_spec(env_name)
-    env_fns = [make_env(env_name, seed, i, log_dir, allow_early_resets, render_mode, monitor_append)
+    if env_kwargs:
+        _check_env_kwargs(env_name, env_kwargs)
+    env_fns = [make_env(env_name, seed, i, log_dir, allow_early_resets, render_mode, monitor_append,
+                        env_kwargs)
                for i in range(num_processes)]
     if vec_env == "auto":
         vec_env = _auto_vec_env(spec, num_processes)

@@ -27,7 +27,7 @@ import numpy as np
 from gymnasium import spaces
 
 __all__ = ["RealTimeGymInterface", "DEFAULT_CONFIG", "DRONE_CONFIG", "RealTimeEnv",
-           "DroneInterface", "make_drone_env"]
+           "BENCHMARK_KEYS", "mean_benchmarks", "DroneInterface", "make_drone_env"]
 
 
 class RealTimeGymInterface:
@@ -247,12 +247,12 @@ class RealTimeEnv(gym.Env):
 
     def benchmarks(self):
         """``{name_mean, name_dev}`` in seconds for time_step_duration, step_time (inside
-        ``step``) and inference_time (caller's time between steps; NaN before two samples), plus
-        ``timeouts``."""
+        ``step``) and inference_time (caller's time between steps), NaN before a sample (and
+        always with ``benchmark=False``), plus ``timeouts``."""
         out = {}
         for k, p in self._bench.items():
             out[k + "_mean"] = float("nan") if p.mean is None else float(p.mean)
-            out[k + "_dev"] = float(p.dev)
+            out[k + "_dev"] = float("nan") if p.mean is None else float(p.dev)
         out["timeouts"] = self.timeouts
         return out
 
@@ -261,6 +261,20 @@ class RealTimeEnv(gym.Env):
 
     def close(self):
         self.interface.close()
+
+
+BENCHMARK_KEYS = tuple(f"{k}_{s}" for k in ("time_step_duration", "step_time", "inference_time")
+                       for s in ("mean", "dev"))
+
+
+def mean_benchmarks(benchmarks):
+    """Average ``benchmarks()`` over envs (``BENCHMARK_KEYS`` -> seconds); None entries (envs that
+    are not real-time) and NaNs (no sample yet) are left out; NaN where no env has a value."""
+    out = {}
+    for key in BENCHMARK_KEYS:
+        values = [b[key] for b in benchmarks if b is not None and b[key] == b[key]]
+        out[key] = sum(values) / len(values) if values else float("nan")
+    return out
 
 
 # ----------------------------------------------------------------------------- dummy RC drone
@@ -386,9 +400,10 @@ class DroneInterface(RealTimeGymInterface):
             self._thread = None
 
 
+# benchmark on, as in the tutorial's drone config: main.py logs the timing statistics.
 DRONE_CONFIG = MappingProxyType({**DEFAULT_CONFIG, "time_step_duration": 0.05,
                                  "start_obs_capture": 0.05, "ep_max_length": 100,
-                                 "act_buf_len": 4})
+                                 "act_buf_len": 4, "benchmark": True})
 
 
 def make_drone_env(render_mode=None, **config):

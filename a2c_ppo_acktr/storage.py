@@ -75,12 +75,14 @@ class RolloutStorage:
             self.bootstrap_values[s].copy_(bootstrap_values)
         self.step = (s + 1) % self.num_steps
 
-    def after_update(self):
-        """The last state of this rollout is the first of the next."""
-        self.obs[0].copy_(self.obs[-1])
-        self.recurrent_hidden_states[0].copy_(self.recurrent_hidden_states[-1])
-        self.masks[0].copy_(self.masks[-1])
-        self.bad_masks[0].copy_(self.bad_masks[-1])
+    def after_update(self, next_rollouts=None):
+        """The last state of this rollout is the first of the next, held in ``next_rollouts``
+        (by default this same storage; the asynchronous sampler alternates two)."""
+        nxt = self if next_rollouts is None else next_rollouts
+        nxt.obs[0].copy_(self.obs[-1])
+        nxt.recurrent_hidden_states[0].copy_(self.recurrent_hidden_states[-1])
+        nxt.masks[0].copy_(self.masks[-1])
+        nxt.bad_masks[0].copy_(self.bad_masks[-1])
 
     def compute_returns(self, next_value, use_gae, gamma, gae_lambda, use_proper_time_limits=True):
         """Fill ``returns`` (T+1, N, 1) from rewards, values and ``next_value`` (N, 1).

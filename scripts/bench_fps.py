@@ -2,12 +2,16 @@
 
     python scripts/bench_fps.py                 # all cases, seeds 1 and 2
     python scripts/bench_fps.py --cases a b --seeds 1 2 3
+    python scripts/bench_fps.py --cases a c --against async   # ours: sync vs --async-rollouts
+    python scripts/bench_fps.py --cases c --against async --vec-env shmem
 
 Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and
 SB3 seed by seed so that machine noise hits both alike. Reported: env-steps/s (wall time of
 env creation + model creation + training), peak RSS of the process and its children, and the
 ratio ours / SB3, and the mean return of the last 20 training episodes of each run (so that
 ``--seeds 1 2 3`` also compares what was learned at equal env steps). Case (e), raw vector-env stepping, comes from ``scripts/bench_envs.py``.
+``--against async`` compares our synchronous loop with ``--async-rollouts`` (same settings,
+alternating the same way) instead of with SB3.
 
 Cases (as issue #2 defines them):
   a  PPO CartPole-v1, 8 envs x 128 steps, 4 epochs, 4 minibatches, 100k steps
@@ -47,7 +51,7 @@ def peak_rss_mb():
     return (own + children) / 1024.0
 
 
-def run_ours(c, seed, workdir):
+def run_ours(c, seed, workdir, extra=()):
     sys.path.insert(0, ROOT)
     import main as ours
     argv = ["--algo", c["algo"], "--env-name", c["env"], "--num-processes", str(c["n_envs"]),
@@ -62,6 +66,7 @@ def run_ours(c, seed, workdir):
             "--use-proper-time-limits"]
     if c["gae"]:
         argv.append("--use-gae")
+    argv += extra
     with open(os.devnull, "w") as devnull:
         stdout, sys.stdout = sys.stdout, devnull
         try:
@@ -108,21 +113,26 @@ def last_returns(workdir, n=20):
     return float(returns[-n:].mean())
 
 
-def one_measurement(impl, case, seed):
+def one_measurement(impl, case, seed, vec_env):
     """Runs inside the subprocess: prints one JSON line."""
     c = CASES[case]
+    extra = ["--vec-env", vec_env] if vec_env else []
     with tempfile.TemporaryDirectory() as workdir:
         start = time.perf_counter()
-        (run_ours if impl == "ours" else run_sb3)(c, seed, workdir)
+        if impl == "sb3":
+            run_sb3(c, seed, workdir)
+        else:
+            run_ours(c, seed, workdir, extra + (["--async-rollouts"] if impl == "async" else []))
         elapsed = time.perf_counter() - start
         final = last_returns(workdir)
     print(json.dumps({"fps": c["total"] / elapsed, "seconds": elapsed,
                       "peak_rss_mb": peak_rss_mb(), "return": final}))
 
 
-def measure(impl, case, seed):
+def measure(impl, case, seed, vec_env=None):
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", impl, case,
-                          "--seed", str(seed)], capture_output=True, text=True, cwd=ROOT)
+                          "--seed", str(seed)] + (["--vec-env", vec_env] if vec_env else []),
+                         capture_output=True, text=True, cwd=ROOT)
     if out.returncode != 0:
         raise RuntimeError(f"{impl} case {case} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -133,11 +143,15 @@ def main(argv=None):
     p.add_argument("--cases", nargs="+", default=list("abcde"), choices=list("abcde"))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2],
                    help="one alternating round (ours, SB3) per seed")
+    p.add_argument("--against", choices=["sb3", "async"], default="sb3",
+                   help="compare ours with SB3 (default) or with ours under --async-rollouts")
+    p.add_argument("--vec-env", choices=["dummy", "shmem"], default=None,
+                   help="our --vec-env (default: auto)")
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--one", nargs=2, metavar=("IMPL", "CASE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one:
-        return one_measurement(args.one[0], args.one[1], args.seed)
+        return one_measurement(args.one[0], args.one[1], args.seed, args.vec_env)
 
     print(f"{'case':<5}{'impl':<6}{'env-steps/s':>13}{'peak MB':>10}{'return':>9}   per seed: fps/return")
     for case in args.cases:
@@ -146,11 +160,12 @@ def main(argv=None):
             from bench_envs import main as bench_envs_main
             bench_envs_main([])
             continue
-        results = {"ours": [], "sb3": []}
+        other = args.against
+        results = {"ours": [], other: []}
         for r, seed in enumerate(args.seeds):
-            order = ("ours", "sb3") if r % 2 == 0 else ("sb3", "ours")
+            order = ("ours", other) if r % 2 == 0 else (other, "ours")
             for impl in order:
-                results[impl].append(measure(impl, case, seed))
+                results[impl].append(measure(impl, case, seed, args.vec_env))
         summary = {}
         for impl, runs in results.items():
             fps = sorted(x["fps"] for x in runs)[len(runs) // 2]  # median
@@ -159,9 +174,12 @@ def main(argv=None):
             mean_return = sum(x["return"] for x in runs) / len(runs)
             print(f"{case:<5}{impl:<6}{fps:>13.0f}{mem:>10.0f}{mean_return:>9.1f}   "
                   + ", ".join(f"{x['fps']:.0f}/{x['return']:.1f}" for x in runs), flush=True)
-        ratio = summary["ours"][0] / summary["sb3"][0]
-        print(f"{case:<5}ratio ours/sb3: {ratio:.2f}x fps, {summary['ours'][1] / summary['sb3'][1]:.2f}x "
-              f"peak memory  ({CASES[case]['algo'].upper()} {CASES[case]['env']})", flush=True)
+        (a, b), name = (("ours", "sb3"), "ours/sb3") if other == "sb3" else (("async", "ours"),
+                                                                              "async/sync")
+        ratio = summary[a][0] / summary[b][0]
+        print(f"{case:<5}ratio {name}: {ratio:.2f}x fps, {summary[a][1] / summary[b][1]:.2f}x "
+              f"peak memory  ({CASES[case]['algo'].upper()} {CASES[case]['env']}"
+              f"{', --vec-env ' + args.vec_env if args.vec_env else ''})", flush=True)
 
 
 if __name__ == "__main__":

@@ -410,3 +410,12 @@ def test_gail_ppo_imitates_cartpole_expert(tmp_path):
     returns = evaluate(policy, ckpt["obs_rms"], "CartPole-v1", 3, 4, str(tmp_path / "eval"), "cpu",
                        num_episodes=8)
     assert np.mean(returns) >= 400, returns
+
+
+def test_gail_refuses_async_rollouts(capsys):
+    from a2c_ppo_acktr.arguments import get_args
+    with pytest.raises(SystemExit) as e:
+        get_args(["--env-name", "CartPole-v1", "--gail", "--async-rollouts"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--async-rollouts" in err[0]

@@ -1,7 +1,10 @@
 """End to end: main.py trains, is deterministic on CPU, saves loadable checkpoints, and learns."""
 import csv
+import glob
 import importlib.util
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -193,7 +196,8 @@ def test_unknown_env_id_suggests_close_matches(tmp_path, capsys):
     expect_exit_2(capsys, argv, "CartPole-v1")
 
 
-def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("mode", [[], ["--async-rollouts"]])
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeypatch, mode):
     from a2c_ppo_acktr.algo import A2C_ACKTR
 
     update = A2C_ACKTR.update
@@ -204,8 +208,122 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeyp
         return (float("nan"), 0.0, 0.0) if len(calls) == 3 else update(self, rollouts)
 
     monkeypatch.setattr(A2C_ACKTR, "update", failing_update)
-    assert main.main(A2C_TINY + ["--num-env-steps", "160"] + dirs(tmp_path)) == 1
+    assert main.main(A2C_TINY + ["--num-env-steps", "160"] + mode + dirs(tmp_path)) == 1
     assert "non-finite loss" in capsys.readouterr().err
     ckpt = load_checkpoint(os.path.join(tmp_path, "models", "a2c", "CartPole-v1.pt"))
     assert ckpt["env_steps"] == 32  # saved after the 2 good updates, not after the bad one
     assert all(torch.isfinite(v).all() for v in ckpt["actor_critic"].values())
+    assert not sampler_threads()
+
+
+def sampler_threads():
+    return [t for t in threading.enumerate() if t.name == "sampler" and t.is_alive()]
+
+
+def progress_rows(log_dir):
+    with open(os.path.join(log_dir, "progress.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def monitor_lengths(log_dir):
+    return [int(n) for path in sorted(glob.glob(os.path.join(log_dir, "*.monitor.csv")))
+            for n in _plot.read_monitor_file(path)[2]]
+
+
+ASYNC_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps",
+             "16", "--num-mini-batch", "2", "--num-env-steps", "320", "--log-interval", "1",
+             "--vec-env", "dummy", "--use-gae", "--use-proper-time-limits", "--async-rollouts"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--recurrent-policy"]])
+def test_async_rollouts_train_log_and_stop(tmp_path, extra):
+    log_dir, save_dir = run(tmp_path, ASYNC_PPO + extra)
+    rows = progress_rows(log_dir)
+    assert [int(r["timesteps"]) for r in rows] == list(range(32, 321, 32))
+    # rollout 0 by the initial weights, every later one by the weights from one update before
+    assert [int(r["policy_lag"]) for r in rows] == [0] + [1] * 9
+    assert all(r["mean_return"] != "nan" for r in rows[1:])  # episode stats reach the log
+    ckpt = load_checkpoint(os.path.join(save_dir, "ppo", "CartPole-v1.pt"))
+    assert ckpt["env_steps"] == 320 and ckpt["obs_rms"]["ob_rms"]["count"] > 320
+    assert all(torch.isfinite(v).all() for v in ckpt["actor_critic"].values())
+    assert sum(monitor_lengths(log_dir)) <= 320  # no rollout beyond the last update
+    assert not sampler_threads()
+
+
+def test_async_real_time_drone_never_pauses_nor_times_out(tmp_path, monkeypatch):
+    """The update lasts longer than the time-out tolerance; the sampler keeps stepping."""
+    from a2c_ppo_acktr.algo import PPO
+    from a2c_ppo_acktr.realtime import BENCHMARK_KEYS, RealTimeEnv
+
+    update, wait = PPO.update, RealTimeEnv.wait
+    waits = []
+
+    def slow_update(self, rollouts):
+        time.sleep(0.3)  # > 0.02 s * (1 + timeout factor 5): idle envs would time out
+        return update(self, rollouts)
+
+    def counted_wait(self):
+        waits.append(threading.current_thread().name)
+        wait(self)
+
+    monkeypatch.setattr(PPO, "update", slow_update)
+    monkeypatch.setattr(RealTimeEnv, "wait", counted_wait)
+    log_dir, _ = run(tmp_path, [
+        "--algo", "ppo", "--env-name", "RealTimeDrone-v0", "--num-processes", "2",
+        "--num-steps", "32", "--num-mini-batch", "2", "--num-env-steps", "192",
+        "--log-interval", "1", "--vec-env", "dummy", "--async-rollouts", "--env-kwargs",
+        "time_step_duration=0.02", "start_obs_capture=0.02", "time_step_timeout_factor=5"])
+    rows = progress_rows(log_dir)
+    assert [int(r["timeouts"]) for r in rows] == [0, 0, 0]
+    # the envs held still only before the first step (set-up), never during the run
+    assert [int(r["sampler_stalls"]) for r in rows] == [0, 0, 0]
+    assert waits == ["MainThread", "MainThread"]
+    assert [int(r["policy_lag"]) for r in rows] == [0, 1, 1]
+    assert set(BENCHMARK_KEYS) <= set(rows[0])
+    assert float(rows[-1]["time_step_duration_mean"]) == pytest.approx(0.02, abs=0.004)
+
+
+def test_env_kwargs_reach_env_checkpoint_evaluation_and_enjoy(tmp_path, capsys):
+    import enjoy
+    from a2c_ppo_acktr.realtime import BENCHMARK_KEYS
+
+    kwargs = ["time_step_duration=0.01", "start_obs_capture=0.01", "ep_max_length=5",
+              "time_step_timeout_factor=10"]
+    log_dir, save_dir = run(tmp_path, [
+        "--algo", "a2c", "--env-name", "RealTimeDrone-v0", "--num-processes", "2",
+        "--num-steps", "10", "--num-env-steps", "40", "--log-interval", "1",
+        "--eval-interval", "1", "--vec-env", "dummy", "--env-kwargs", *kwargs])
+    assert set(monitor_lengths(log_dir)) == {5}            # training envs
+    assert set(monitor_lengths(log_dir + "_eval")) == {5}  # evaluation envs
+    rows = progress_rows(log_dir)
+    assert set(BENCHMARK_KEYS) <= set(rows[0]) and [r["timeouts"] for r in rows] == ["0", "0"]
+    assert float(rows[-1]["time_step_duration_mean"]) == pytest.approx(0.01, abs=0.003)
+    assert "real-time time-outs 0, time step " in capsys.readouterr().out  # the log block
+    path = os.path.join(save_dir, "a2c", "RealTimeDrone-v0.pt")
+    assert load_checkpoint(path)["env_kwargs"] == {
+        "time_step_duration": 0.01, "start_obs_capture": 0.01, "ep_max_length": 5,
+        "time_step_timeout_factor": 10}
+    assert enjoy.main(["--load-dir", path, "--episodes", "2", "--no-render"]) == 0
+    assert capsys.readouterr().out.count("length 5") == 2  # enjoy.py rebuilt the same env
+
+
+def test_bad_env_kwargs_exit_2_naming_the_key(tmp_path, capsys):
+    argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
+    expect_exit_2(capsys, argv + ["--env-kwargs", "max_episode_steps=20", "foo=1"], "'foo'")
+    drone = [a if a != "CartPole-v1" else "RealTimeDrone-v0" for a in argv]
+    expect_exit_2(capsys, drone + ["--env-kwargs", "ep_max_lenght=5"], "'ep_max_lenght'")
+    expect_exit_2(capsys, argv + ["--env-kwargs", "ep_max_length"], "KEY=VALUE")
+    expect_exit_2(capsys, argv + ["--env-kwargs", "a=1", "a=2"], "'a' twice")
+    assert not os.path.exists(tmp_path / "models")
+    # a good one: gym.make's own max_episode_steps cuts CartPole's episodes
+    assert main.main(argv + ["--env-kwargs", "max_episode_steps=3"]) == 0
+    assert set(monitor_lengths(str(tmp_path / "logs"))) <= {1, 2, 3}
+
+
+def test_env_kwargs_values_are_parsed():
+    from a2c_ppo_acktr.arguments import parse_env_kwargs
+
+    assert parse_env_kwargs(["a=0.02", "b=200", "c=true", "d=False", "e=None", "f=text",
+                             "g=1e-3", "h=[1, 2]"]) == {
+        "a": 0.02, "b": 200, "c": True, "d": False, "e": None, "f": "text", "g": 0.001,
+        "h": [1, 2]}

@@ -181,6 +181,25 @@ def test_benchmarks():
     assert info["benchmark"] == b  # episode end
 
 
+def test_mean_benchmarks_over_envs():
+    from a2c_ppo_acktr.realtime import BENCHMARK_KEYS, mean_benchmarks
+
+    fast = {k: 0.01 for k in BENCHMARK_KEYS}
+    slow = {k: 0.03 for k in BENCHMARK_KEYS}
+    slow["inference_time_mean"] = float("nan")  # no sample yet in that env
+    m = mean_benchmarks([fast, None, slow])
+    assert set(m) == set(BENCHMARK_KEYS)
+    assert m["time_step_duration_mean"] == pytest.approx(0.02)
+    assert m["inference_time_mean"] == pytest.approx(0.01)
+    assert all(np.isnan(v) for v in mean_benchmarks([None, None]).values())
+    # benchmark=False: nothing measured, so NaN rather than a spread of 0
+    env = echo_env()
+    env.reset(seed=0)
+    env.step(a(0.0))
+    env.step(a(0.0))
+    assert all(np.isnan(v) for k, v in env.benchmarks().items() if k != "timeouts")
+
+
 def test_drone_dynamics_render_and_seeding():
     drone = DroneInterface()
     try:
@@ -217,7 +236,8 @@ def test_shmem_vec_env_workers_build_it():
 
     from a2c_ppo_acktr.envs import ShmemVecEnv, make_vec_envs
 
-    envs = make_vec_envs("RealTimeDrone-v0", 0, 2, 0.99, None, "cpu", False, vec_env="shmem")
+    envs = make_vec_envs("RealTimeDrone-v0", 0, 2, 0.99, None, "cpu", False, vec_env="shmem",
+                         env_kwargs={"ep_max_length": 10})
     try:
         assert isinstance(envs.venv.venv, ShmemVecEnv) and len(envs.venv.venv.pids) >= 1
         obs = envs.reset()
@@ -228,6 +248,10 @@ def test_shmem_vec_env_workers_build_it():
         # each worker process keeps its own 50 ms clock: 10 real-time steps take ~0.5 s
         assert 0.45 < time.perf_counter() - t0 < 2.0
         assert obs.shape == (2, 12) and reward.shape == (2, 1)
+        assert truncated.all()  # the env kwargs reached the workers' gym.make
+        benchmarks = envs.benchmarks()  # read from the workers at any time
+        assert len(benchmarks) == 2
+        assert all(b["time_step_duration_mean"] == pytest.approx(0.05, abs=0.01) for b in benchmarks)
     finally:
         envs.close()
 
@@ -269,6 +293,7 @@ def test_vec_env_pause_is_a_no_op_for_other_envs():
         envs.pause()
         obs, _, _, _, _ = envs.step(torch.zeros(2, 1, dtype=torch.long))
         assert obs.shape == (2, 4)
+        assert envs.benchmarks() == [None, None]  # how main.py tells real-time envs apart
     finally:
         envs.close()
 

@@ -1,0 +1,150 @@
+"""Asynchronous rollouts: a sampler thread steps the envs while the learner updates.
+
+    sampler thread:  rollout 0 | rollout 1 | rollout 2 | rollout 3 | ...
+    learner (main):             | update 0  | update 1  | update 2  | ...
+
+Rollout k + 1 is collected while update k runs, so it is collected with the weights from before
+update k: the policy lag is one update (zero for rollout 0). PPO's ratio divides by the stored
+log-probabilities of the policy that acted, so its update stays correct; A2C and ACKTR use the
+lagged rollout without a correction. Two ``RolloutStorage`` buffers alternate: the sampler fills
+one while the learner trains on the other, and the learner hands each buffer back with its new
+weights, which the sampler loads between rollouts. torch ops release the GIL and ``ShmemVecEnv``
+waits on pipes, so the two threads overlap (``scripts/bench_async.py`` measures how much).
+"""
+import copy
+import queue
+import threading
+from typing import NamedTuple, Optional
+
+import torch
+
+from a2c_ppo_acktr.envs import VecEnvWrapper, normalizer_state
+from a2c_ppo_acktr.rollout import collect_rollout
+
+
+class _Stopped(Exception):
+    """Raised in the sampler thread by the next env step after ``AsyncSampler.close()``."""
+
+
+class _StoppableEnvs(VecEnvWrapper):
+    """Lets ``close()`` end the thread within one env step, even in the middle of a rollout."""
+
+    def __init__(self, venv, stop):
+        super().__init__(venv)
+        self._stop = stop
+
+    def step(self, actions):
+        if self._stop.is_set():
+            raise _Stopped
+        return self.venv.step(actions)
+
+
+class RolloutInfo(NamedTuple):
+    """What the sampler knew when it finished a rollout, handed to the learner with it."""
+
+    episode_returns: list    # raw returns of the episodes that ended in the rollout
+    timeouts: list           # per env: real-time late-step count, or None
+    obs_rms: Optional[dict]  # normalizer state at the rollout's end (for checkpoints, evaluation)
+    benchmarks: list         # per env: RealTimeEnv.benchmarks() or None
+    version: int             # updates the acting weights had seen
+
+
+class AsyncSampler:
+    """Collects ``num_rollouts`` rollouts in a daemon thread with ``behaviour``, a second policy of
+    the same architecture as the learner's ``actor_critic``, whose weights it loads now and after
+    each update (``release``).
+
+    ``rollouts`` holds the first observation in slot 0; a second buffer like it is made here. The
+    thread owns ``envs`` until ``close()``: the learner must not step them, and reads the
+    normalizer statistics and real-time benchmarks as of the end of the rollout it was last given
+    (``obs_rms``, ``benchmarks``). When the learner is slower than a whole rollout the sampler has
+    no free buffer: it pauses the envs (real-time envs hold still, no time-out) and counts a stall.
+    """
+
+    def __init__(self, envs, actor_critic, behaviour, rollouts, num_rollouts,
+                 use_proper_time_limits):
+        self.behaviour = behaviour.requires_grad_(False)
+        self.behaviour.load_state_dict(actor_critic.state_dict())
+        self.policy_lag = 0   # of the rollout last given to the learner
+        self.lags = []        # of every rollout given, in order
+        self.stalls = 0       # rollouts the sampler had to wait for a free buffer
+        self.obs_rms = normalizer_state(envs)
+        self.benchmarks = envs.benchmarks()
+        self._updates = 0
+        self._stop = threading.Event()
+        self._envs = _StoppableEnvs(envs, self._stop)
+        self._use_proper_time_limits = use_proper_time_limits
+        self._num_threads = torch.get_num_threads()
+        self._ready = queue.Queue()  # (rollouts, RolloutInfo) or the exception that ended the thread
+        self._free = queue.Queue()   # (rollouts, weights or None, version) or None: stop
+        self._free.put((copy.deepcopy(rollouts), None, 0))
+        self._thread = threading.Thread(target=self._run, args=(rollouts, num_rollouts),
+                                        daemon=True, name="sampler")
+        self._thread.start()
+
+    def _run(self, rollouts, num_rollouts):
+        # torch.set_num_threads reaches OpenMP in the calling thread only: left alone, this one
+        # would run small matmuls on a team of all cores, and waking that team took 30-150 ms
+        # per forward on a busy 2-core machine (0.4 ms with the learner's setting repeated here).
+        torch.set_num_threads(self._num_threads)
+        version = 0
+        try:
+            for k in range(num_rollouts):
+                if k > 0:
+                    rollouts, version = self._next_buffer(rollouts, version)
+                returns, timeouts = [], [None] * rollouts.obs.shape[1]
+                collect_rollout(self._envs, self.behaviour, rollouts, returns,
+                                self._use_proper_time_limits, timeouts)
+                self._ready.put((rollouts, RolloutInfo(
+                    returns, timeouts, normalizer_state(self._envs), self._envs.benchmarks(),
+                    version)))
+        except _Stopped:
+            pass
+        except BaseException as e:  # an env failed: the learner re-raises it
+            self._ready.put(e)
+
+    def _next_buffer(self, last, version):
+        """A buffer the learner is done with, starting where ``last`` ended, and the newest weights."""
+        try:
+            item = self._free.get_nowait()
+        except queue.Empty:
+            self.stalls += 1
+            self._envs.pause()  # real-time envs hold still instead of timing out
+            item = self._free.get()
+        if item is None:
+            raise _Stopped
+        rollouts, weights, new_version = item
+        if weights is not None:
+            self.behaviour.load_state_dict(weights)
+            version = new_version
+        last.after_update(rollouts)
+        return rollouts, version
+
+    def next_rollout(self, episode_rewards, timeouts):
+        """Wait for the next rollout and return its storage; its episode returns are appended to
+        ``episode_rewards`` and its time-out counts written into ``timeouts`` (both the learner's)."""
+        item = self._ready.get()
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        rollouts, info = item
+        episode_rewards.extend(info.episode_returns)
+        for i, t in enumerate(info.timeouts):
+            if t is not None:
+                timeouts[i] = t
+        self.policy_lag = self._updates - info.version
+        self.lags.append(self.policy_lag)
+        self.obs_rms, self.benchmarks = info.obs_rms, info.benchmarks
+        return rollouts
+
+    def release(self, rollouts, actor_critic):
+        """Give ``rollouts`` back after an update, with the updated weights for the sampler."""
+        self._updates += 1
+        weights = {k: v.detach().clone() for k, v in actor_critic.state_dict().items()}
+        self._free.put((rollouts, weights, self._updates))
+
+    def close(self, timeout=10.0):
+        """Stop the thread (within one env step) and wait for it; the envs stay open."""
+        self._stop.set()
+        self._free.put(None)
+        self._thread.join(timeout)
