@@ -4,6 +4,7 @@ The loop is the algorithm box of the papers: collect ``num_steps`` transitions f
 ``num_processes`` envs, bootstrap from the last observation, compute returns (GAE or n-step),
 update the agent, then log / save / evaluate.
 """
+import functools
 import glob
 import math
 import os
@@ -100,11 +101,16 @@ def main(argv=None):
 
     try:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
-        envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes, args.gamma,
-                             log_dir, device, False, vec_env=args.vec_env,
-                             monitor_append=bool(resumed))
-    except ValueError as e:  # unknown env id (with suggestions), bad vectorization
+        if args.num_workers:  # Ray actors sample; they look like one vector env of N * P envs
+            from a2c_ppo_acktr.workers import WorkerGroup
+            envs = WorkerGroup(args, log_dir, env_steps, resumed=bool(resumed))
+        else:
+            envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
+                                 args.gamma, log_dir, device, False, vec_env=args.vec_env,
+                                 monitor_append=bool(resumed))
+    except (ValueError, ImportError) as e:  # unknown env id (with suggestions), no Ray, ...
         fail(str(e))
+    collect = envs.collect if args.num_workers else functools.partial(collect_rollout, envs)
     # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
     # on image batches do gain (bench_fps case d: 197 env-steps/s on 1 thread, 277 on 2).
     torch.set_num_threads(1 if len(envs.observation_space.shape) == 1 else DEFAULT_THREADS)
@@ -125,7 +131,7 @@ def main(argv=None):
         torch.set_rng_state(resumed["torch_rng"])
 
     obs = envs.reset()
-    rollouts = RolloutStorage(args.num_steps, args.num_processes, envs.observation_space.shape,
+    rollouts = RolloutStorage(args.num_steps, envs.num_envs, envs.observation_space.shape,
                               envs.action_space, actor_critic.recurrent_hidden_state_size,
                               obs_dtype=obs.dtype).to(device)
     rollouts.obs[0].copy_(obs)
@@ -134,9 +140,9 @@ def main(argv=None):
     eval_logger = ScalarLogger(log_dir, "eval.csv", tensorboard=False, append=bool(resumed))
     progress = ProgressLine(args.num_env_steps)
     episode_rewards = deque(maxlen=10)
-    timeouts = [None] * args.num_processes  # real-time envs only: late steps per env
+    timeouts = [None] * envs.num_envs  # real-time envs only: late steps per env
     start, start_steps = time.time(), env_steps
-    steps_per_update = args.num_steps * args.num_processes
+    steps_per_update = args.num_steps * envs.num_envs
     num_updates = args.num_env_steps // steps_per_update
     for j in range(env_steps // steps_per_update, num_updates):
         if args.use_linear_lr_decay:
@@ -145,8 +151,7 @@ def main(argv=None):
                                          agent.optimizer.defaults["lr"] if args.algo == "acktr"
                                          else args.lr)
 
-        collect_rollout(envs, actor_critic, rollouts, episode_rewards, args.use_proper_time_limits,
-                        timeouts)
+        collect(actor_critic, rollouts, episode_rewards, args.use_proper_time_limits, timeouts)
         # Real-time envs cannot wait for the update: they hold still (default action, clock
         # stopped) until the next step instead of timing out. No-op for other envs.
         envs.pause()

@@ -79,6 +79,18 @@ def build_parser():
     p.add_argument("--vec-env", default="auto",
                    help="vectorization: " + " | ".join(VEC_ENVS)
                    + " (auto: chosen per env from measurements, see envs.py)")
+    p.add_argument("--num-workers", type=_count, default=0,
+                   help="sample on this many Ray rollout workers, each with --num-processes envs "
+                   "(default: 0, sample in this process; needs pip install -r requirements-ray.txt)")
+    p.add_argument("--ray-address", default=None,
+                   help="join this Ray cluster (e.g. 10.0.0.5:6379) instead of starting a local "
+                   "Ray on 127.0.0.1")
+    p.add_argument("--async-rollouts", action="store_true", default=False,
+                   help="workers sample the next rollout with the weights they have while the "
+                   "learner updates (policy lag of at most one update)")
+    p.add_argument("--check-rollouts", action="store_true", default=False,
+                   help="debug: workers also send a checksum of each rollout as they saw it and "
+                   "the learner checks the one it rebuilt against it")
     return p
 
 
@@ -120,6 +132,11 @@ def check_args(args):
         if batch % args.num_mini_batch != 0 or batch < args.num_mini_batch:
             fail(f"--num-processes * --num-steps ({args.num_processes} * {args.num_steps} = "
                   f"{batch}) must be a multiple of --num-mini-batch ({args.num_mini_batch})")
+    if args.num_workers < 0:
+        fail(f"--num-workers must be 0 or a positive integer, got {args.num_workers}")
+    for name in ("ray_address", "async_rollouts", "check_rollouts"):
+        if getattr(args, name) and not args.num_workers:
+            fail(f"--{name.replace('_', '-')} needs --num-workers N (Ray rollout workers)")
     if args.resume and args.overwrite:
         fail("--resume and --overwrite exclude each other: continue the run or replace it")
     if args.num_env_steps < args.num_processes * args.num_steps:
