@@ -17,6 +17,7 @@ import torch
 
 from a2c_ppo_acktr import algo, utils
 from a2c_ppo_acktr.arguments import fail, get_args
+from a2c_ppo_acktr.distributed import DDP
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
 from a2c_ppo_acktr.model import Policy
@@ -73,9 +74,12 @@ def check_run_dirs(args, log_dir):
 
 def main(argv=None):
     args = get_args(argv)
+    ddp = DDP.from_env(args)  # under torchrun: this process is one rank of one learner
+    rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)  # the lead logs, saves, evaluates
     log_dir = os.path.expanduser(args.log_dir)
     eval_log_dir = log_dir + "_eval"
-    check_run_dirs(args, log_dir)
+    if lead:
+        check_run_dirs(args, log_dir)
 
     resumed = None
     if args.resume:
@@ -85,19 +89,21 @@ def main(argv=None):
             fail(f"--resume: {e}")
     env_steps = resumed["env_steps"] if resumed else 0
 
-    torch.manual_seed(args.seed)
+    torch.manual_seed(args.seed + rank)  # ranks sample apart; all start from rank 0's weights
     np.random.seed(args.seed)
     torch.cuda.manual_seed_all(args.seed)
     if args.cuda and args.cuda_deterministic:
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    device = torch.device("cuda:0" if args.cuda else "cpu")
+    device = ddp.device if ddp else torch.device("cuda:0" if args.cuda else "cpu")
 
     for d in (log_dir, eval_log_dir):
         os.makedirs(d, exist_ok=True)
-        if not resumed:
+        if not resumed and lead:
             for f in glob.glob(os.path.join(d, "*.monitor.csv")):
                 os.remove(f)
+    if ddp:
+        ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
 
     try:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
@@ -107,7 +113,7 @@ def main(argv=None):
         else:
             envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
                                  args.gamma, log_dir, device, False, vec_env=args.vec_env,
-                                 monitor_append=bool(resumed))
+                                 monitor_append=bool(resumed), first_rank=rank * args.num_processes)
     except (ValueError, ImportError) as e:  # unknown env id (with suggestions), no Ray, ...
         fail(str(e))
     collect = envs.collect if args.num_workers else functools.partial(collect_rollout, envs)
@@ -129,6 +135,9 @@ def main(argv=None):
         if resumed["obs_rms"] is not None:
             get_vec_normalize(envs).load_state_dict(resumed["obs_rms"])
         torch.set_rng_state(resumed["torch_rng"])
+    if ddp:
+        ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
+        ddp.share_normalizer(envs)
 
     obs = envs.reset()
     rollouts = RolloutStorage(args.num_steps, envs.num_envs, envs.observation_space.shape,
@@ -136,13 +145,15 @@ def main(argv=None):
                               obs_dtype=obs.dtype).to(device)
     rollouts.obs[0].copy_(obs)
 
-    logger = ScalarLogger(log_dir, append=bool(resumed))
-    eval_logger = ScalarLogger(log_dir, "eval.csv", tensorboard=False, append=bool(resumed))
+    if lead:
+        logger = ScalarLogger(log_dir, append=bool(resumed))
+        eval_logger = ScalarLogger(log_dir, "eval.csv", tensorboard=False, append=bool(resumed))
     progress = ProgressLine(args.num_env_steps)
+    progress.enabled = progress.enabled and lead
     episode_rewards = deque(maxlen=10)
     timeouts = [None] * envs.num_envs  # real-time envs only: late steps per env
     start, start_steps = time.time(), env_steps
-    steps_per_update = args.num_steps * envs.num_envs
+    steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
     num_updates = args.num_env_steps // steps_per_update
     for j in range(env_steps // steps_per_update, num_updates):
         if args.use_linear_lr_decay:
@@ -152,6 +163,8 @@ def main(argv=None):
                                          else args.lr)
 
         collect(actor_critic, rollouts, episode_rewards, args.use_proper_time_limits, timeouts)
+        if ddp:
+            ddp.sync_normalizer(envs)  # all ranks' statistics merged, as one normalizer's
         # Real-time envs cannot wait for the update: they hold still (default action, clock
         # stopped) until the next step instead of timing out. No-op for other envs.
         envs.pause()
@@ -169,21 +182,22 @@ def main(argv=None):
                   f"{value_loss}, action {action_loss}, entropy {dist_entropy}); stopped, "
                   f"keeping the last saved checkpoint {save_path(args)}", file=sys.stderr)
             envs.close()
-            logger.close()
-            eval_logger.close()
+            if lead:
+                logger.close()
+                eval_logger.close()
             return 1
         rollouts.after_update()
 
         env_steps = (j + 1) * steps_per_update
         last = j == num_updates - 1
-        if (j % args.save_interval == 0 or last) and args.save_dir != "":
+        if lead and (j % args.save_interval == 0 or last) and args.save_dir != "":
             utils.save_checkpoint(checkpoint_state(args, actor_critic, agent, envs, env_steps),
                                   save_path(args))
 
         fps = int((env_steps - start_steps) / (time.time() - start))
         recent = float(np.mean(episode_rewards)) if episode_rewards else float("nan")
         progress.update(env_steps, fps, recent)
-        if j % args.log_interval == 0 or last:
+        if lead and (j % args.log_interval == 0 or last):
             rewards = np.array(episode_rewards) if episode_rewards else np.full(1, np.nan)
             row = {"update": j, "timesteps": env_steps, "fps": fps,
                    "mean_return": recent, "median_return": float(np.median(rewards)),
@@ -206,7 +220,8 @@ def main(argv=None):
                   + (f"\n real-time time-outs {row['timeouts']}"
                      if any(t is not None for t in timeouts) else ""), flush=True)
 
-        if args.eval_interval is not None and len(episode_rewards) > 1 and j % args.eval_interval == 0:
+        if (lead and args.eval_interval is not None and len(episode_rewards) > 1
+                and j % args.eval_interval == 0):
             vec_norm = get_vec_normalize(envs)
             progress.clear()
             returns = evaluate(actor_critic, vec_norm.state_dict() if vec_norm is not None else None,
@@ -217,8 +232,11 @@ def main(argv=None):
 
     progress.clear()
     envs.close()
-    logger.close()
-    eval_logger.close()
+    if lead:
+        logger.close()
+        eval_logger.close()
+    if ddp:
+        ddp.close()
     return 0
 
 
