@@ -206,7 +206,8 @@ def main(argv=None):
                    "approx_kl": agent.stats.get("approx_kl", float("nan")),
                    "clip_fraction": agent.stats.get("clip_fraction", float("nan")),
                    "lr": agent.optimizer.param_groups[0]["lr"], "time": time.time() - start,
-                   "timeouts": sum(t for t in timeouts if t is not None)}
+                   "timeouts": sum(t for t in timeouts if t is not None),
+                   "policy_lag": envs.policy_lag if args.num_workers else 0}
             logger.log(row, env_steps)
             progress.clear()
             print(f"Updates {j}, num timesteps {env_steps}, FPS {fps} \n"
@@ -218,10 +219,18 @@ def main(argv=None):
                   + (f", approx kl {row['approx_kl']:.4f}, clip fraction {row['clip_fraction']:.3f}"
                      if args.algo == "ppo" else "")
                   + (f"\n real-time time-outs {row['timeouts']}"
-                     if any(t is not None for t in timeouts) else ""), flush=True)
+                     if any(t is not None for t in timeouts) else "")
+                  + (f"\n policy lag {row['policy_lag']} update(s)" if args.async_rollouts else ""),
+                  flush=True)
 
-        if (lead and args.eval_interval is not None and len(episode_rewards) > 1
-                and j % args.eval_interval == 0):
+        due = (lead and args.eval_interval is not None and len(episode_rewards) > 1
+               and j % args.eval_interval == 0)
+        if args.num_workers:  # in a Ray actor, on a snapshot; logged once done
+            for row in envs.evaluations(actor_critic if due else None, j, env_steps, wait=last):
+                progress.clear()
+                print(f" Evaluation at update {row['update']}: mean reward {row['mean_return']:.5f}")
+                eval_logger.log(row, row["timesteps"])
+        elif due:
             vec_norm = get_vec_normalize(envs)
             progress.clear()
             returns = evaluate(actor_critic, vec_norm.state_dict() if vec_norm is not None else None,

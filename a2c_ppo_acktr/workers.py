@@ -28,12 +28,14 @@ Decisions (README "Scale-out" has the user's view):
 """
 import os
 import time
+import zlib
 
 import numpy as np
 import torch
 
 from a2c_ppo_acktr.envs import (
     VecNormalize,
+    VecPyTorchFrameStack,
     get_vec_normalize,
     make_env,
     make_vec_envs,
@@ -111,12 +113,68 @@ class RolloutWorker:
         if not self.args.async_rollouts:
             self.envs.pause()  # real-time envs hold still while the learner updates
         out = {name: getattr(self.rollouts, name).clone() for name in FIELDS}
+        if self.args.check_rollouts:
+            out["checksums"] = checksums(out)
+        stack = self.envs if isinstance(self.envs, VecPyTorchFrameStack) else None
+        pack_frames(out, stack.shape_dim0 if stack is not None and stack.nstack > 1 else None)
         out.update(episode_rewards=episode_rewards, timeouts=list(self.timeouts),
                    version=snapshot["version"],
                    obs_rms_delta=(normalizer_delta(snapshot["obs_rms"], vec_norm.state_dict())
                                   if vec_norm is not None else {}))
         self.rollouts.after_update()
         return out
+
+
+def pack_frames(rollout, channels):
+    """Frame stacks -> the first stack and each step's new frame only (in place; None: no stack).
+
+    Step t + 1's stack is step t's shifted by one frame plus the new one, or zeros plus the new one
+    where an episode ended (masks[t + 1] = 0), as ``VecPyTorchFrameStack`` builds it; so 4 stacked
+    Atari frames cross the network as 1 (tmrl's sample compression).
+    """
+    if channels is None:
+        return
+    obs = rollout.pop("obs")                              # (T + 1, P, nstack * C, H, W)
+    rollout["obs0"] = obs[0]                              # (P, nstack * C, H, W)
+    rollout["frames"] = obs[1:, :, -channels:].clone()    # (T, P, C, H, W)
+
+
+def unpack_frames(rollout):
+    """The full observations (T + 1, P, ...) of a rollout that ``pack_frames`` may have packed."""
+    if "frames" not in rollout:
+        return rollout["obs"]
+    frames, masks = rollout["frames"], rollout["masks"]
+    c = frames.shape[2]
+    obs = torch.empty((frames.shape[0] + 1, *rollout["obs0"].shape), dtype=frames.dtype)
+    obs[0] = rollout["obs0"]
+    for t in range(frames.shape[0]):
+        obs[t + 1, :, :-c] = obs[t, :, c:] * masks[t + 1].view(-1, *[1] * (obs.dim() - 2)).to(
+            obs.dtype)
+        obs[t + 1, :, -c:] = frames[t]
+    return obs
+
+
+def checksums(rollout):
+    """CRC32 of each rollout tensor's bytes (``--check-rollouts``: tmrl's "CRC debugging")."""
+    return {name: zlib.crc32(rollout[name].contiguous().numpy().tobytes()) for name in FIELDS}
+
+
+class Evaluator:
+    """A Ray actor running ``evaluation.evaluate`` on snapshots, off the learner's critical path."""
+
+    def __init__(self, args, observation_space, action_space, eval_log_dir):
+        torch.set_num_threads(1)
+        self.args, self.eval_log_dir = args, eval_log_dir
+        self.policy = Policy(observation_space.shape, action_space,
+                             base_kwargs={"recurrent": args.recurrent_policy})
+
+    def evaluate(self, snapshot, update, env_steps):
+        from evaluation import evaluate  # the repository root is on the workers' path
+        self.policy.load_state_dict(snapshot["weights"])
+        returns = evaluate(self.policy, snapshot["obs_rms"], self.args.env_name, self.args.seed,
+                           self.args.num_processes, self.eval_log_dir, "cpu")
+        return {"update": update, "timesteps": env_steps, "episodes": len(returns),
+                "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns))}
 
 
 class _Spaces:
@@ -157,6 +215,8 @@ class WorkerGroup:
         self.version = env_steps // self.steps_per_update  # the update the next snapshot is for
         self.seed_base = args.seed + env_steps
         self.events = open(os.path.join(log_dir, "workers.log"), "a")
+        self.evaluator, self._evaluations = None, []  # Evaluator actor, ObjectRefs of its rows
+        self.policy_lag = 0  # updates between the weights that sampled a rollout and the learner's
         actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(RolloutWorker)
         self.workers = [actor.remote(w, args) for w in range(self.num_workers)]
         try:
@@ -229,6 +289,11 @@ class WorkerGroup:
         deltas = []
         for w, r in enumerate(results):
             cols = slice(w * self.P, (w + 1) * self.P)
+            r["obs"] = unpack_frames(r)
+            if "checksums" in r and checksums(r) != r["checksums"]:
+                raise RuntimeError(f"--check-rollouts: the rollout of worker {w} for update "
+                                   f"{self.version} differs from what the worker saw: "
+                                   f"{[k for k, v in checksums(r).items() if v != r['checksums'][k]]}")
             for name in FIELDS:
                 getattr(rollouts, name)[:, cols].copy_(r[name])
             episode_rewards.extend(r["episode_rewards"])
@@ -282,8 +347,31 @@ class WorkerGroup:
                        "with fresh envs and the current weights; re-sampling its share of this "
                        "update")
 
+    def evaluations(self, actor_critic, update, env_steps, wait=False):
+        """Start evaluating ``actor_critic`` (None: nothing new) in the Evaluator actor; return
+        the result rows finished by now (``wait``: all of them), oldest first."""
+        ray = self.ray
+        if actor_critic is not None:
+            if self.evaluator is None:
+                # num_cpus=0: it runs now and then, beside the workers, wherever Ray puts it.
+                self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(Evaluator).remote(
+                    self.args, self.observation_space, self.action_space, self.log_dir + "_eval")
+            self._evaluations.append(
+                self.evaluator.evaluate.remote(self.snapshot(actor_critic), update, env_steps))
+        rows = []
+        while self._evaluations:
+            ready, _ = ray.wait(self._evaluations[:1], timeout=None if wait else 0)
+            if not ready:
+                break
+            ref = self._evaluations.pop(0)
+            try:
+                rows.append(ray.get(ref))
+            except ray.exceptions.RayError as e:
+                self.log_event(f"evaluation failed ({type(e).__name__}); skipped")
+        return rows
+
     def close(self):
-        for worker in self.workers:
+        for worker in self.workers + ([self.evaluator] if self.evaluator is not None else []):
             self.ray.kill(worker, no_restart=True)
         self.events.close()
         if self.own_ray:

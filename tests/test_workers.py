@@ -7,6 +7,7 @@ import tempfile
 import threading
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
@@ -15,6 +16,7 @@ ray = pytest.importorskip("ray")
 
 import main  # noqa: E402
 from a2c_ppo_acktr import workers  # noqa: E402
+from a2c_ppo_acktr.arguments import get_args  # noqa: E402
 from a2c_ppo_acktr.utils import load_checkpoint  # noqa: E402
 from tests.test_main import monitor_returns  # noqa: E402
 
@@ -38,8 +40,31 @@ class CrashingCartPole(gym.Wrapper):
         return self.env.step(action)
 
 
+class NoiseFrames(gym.Env):
+    """84x84 frames of noise; episodes of 3 to 6 steps, so frame stacks restart often."""
+
+    observation_space = gym.spaces.Box(0, 255, (84, 84, 1), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, render_mode=None):
+        self.left = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.left = int(self.np_random.integers(3, 7))
+        return self._frame(), {}
+
+    def step(self, action):
+        self.left -= 1
+        return self._frame(), 1.0, self.left == 0, False, {}
+
+    def _frame(self):
+        return self.np_random.integers(0, 256, (84, 84, 1), dtype=np.uint8)
+
+
 def register_test_envs():
     gym.register("CrashingCartPole-v0", entry_point=CrashingCartPole)
+    gym.register("NoiseFrames-v0", entry_point=NoiseFrames)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -81,7 +106,7 @@ def test_one_worker_trains_exactly_as_the_local_loop(tmp_path):
 def test_two_recurrent_ppo_workers_fill_one_storage(tmp_path):
     """2 workers x 2 envs: one 4-column rollout per update, 4 monitor files, statistics of all."""
     argv = TINY + ["--algo", "ppo", "--recurrent-policy", "--num-mini-batch", "2",
-                   "--num-env-steps", "192", "--num-workers", "2", "--use-gae"]
+                   "--num-env-steps", "192", "--num-workers", "2", "--use-gae", "--eval-interval", "1"]
     log_dir, ckpt = run(tmp_path, argv, "two")
     assert ckpt["env_steps"] == 192
     assert sorted(os.listdir(log_dir)) >= ["0.monitor.csv", "1.monitor.csv", "2.monitor.csv",
@@ -90,6 +115,25 @@ def test_two_recurrent_ppo_workers_fill_one_storage(tmp_path):
     assert ckpt["obs_rms"]["ob_rms"]["count"] == pytest.approx(1e-4 + 4 + 192)
     with open(log_dir / "progress.csv") as f:
         assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [32 * (i + 1) for i in range(6)]
+    # Evaluation in its own actor: each update from the first with 2 finished training episodes
+    # on, in order, the last one waited for.
+    with open(log_dir / "eval.csv") as f:
+        rows = list(csv.DictReader(f))
+    updates = [int(r["update"]) for r in rows]
+    assert updates == list(range(updates[0], 6)) and updates[0] <= 3, updates
+    assert all(int(r["episodes"]) == 10 for r in rows)
+    assert len(monitor_returns(str(log_dir) + "_eval")) >= 10  # the last evaluation's
+
+
+def test_async_workers_sample_one_update_behind(tmp_path):
+    """--async-rollouts: the rollout of update j comes from the weights of update j - 1 (0 for the
+    first); --check-rollouts: every rollout the learner stacked matched the worker's checksum."""
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "160", "--num-workers", "2",
+                   "--async-rollouts", "--check-rollouts"]
+    log_dir, ckpt = run(tmp_path, argv, "async")
+    assert ckpt["env_steps"] == 160
+    with open(log_dir / "progress.csv") as f:
+        assert [int(r["policy_lag"]) for r in csv.DictReader(f)] == [0, 1, 1, 1, 1]
 
 
 def test_killed_worker_is_restarted_and_the_run_completes(tmp_path, capsys, monkeypatch):
@@ -125,6 +169,29 @@ def test_worker_whose_env_crashes_is_restarted(tmp_path, capsys):
     # Steps 9-16 of each env hold its 12th: update 1 is re-sampled by a fresh process.
     assert log.count("RuntimeError: simulated env crash") == 1, log
     assert "update 1: worker 0 failed" in log and "restarted by Ray" in log, log
+
+
+def test_frame_stacks_travel_as_new_frames_and_are_rebuilt_exactly():
+    """A worker (here in this process) sends the first stack and one new frame per step; the
+    learner's rebuild equals the worker's observations, checksums included; corruption shows."""
+    args = get_args(["--env-name", "NoiseFrames-v0", "--num-processes", "3", "--num-steps", "16",
+                     "--num-workers", "1", "--check-rollouts", "--vec-env", "dummy"])
+    worker = workers.RolloutWorker(0, args)
+    worker.start(seed=0, torch_seed=0, log_dir=None, monitor_append=False)
+    snapshot = {"weights": worker.policy.state_dict(), "obs_rms": None, "version": 0}
+    for _ in range(2):
+        first = worker.rollouts.obs[0].clone()
+        rollout = worker.sample(snapshot)
+        seen = torch.cat([first[None], worker.rollouts.obs[1:]])  # (17, 3, 4, 84, 84)
+        assert "obs" not in rollout and rollout["frames"].shape == (16, 3, 1, 84, 84)
+        assert (rollout["masks"][1:] == 0).sum() >= 6  # stacks restarted within the rollout
+        assert torch.equal(workers.unpack_frames(rollout), seen)
+        rollout["obs"] = workers.unpack_frames(rollout)
+        assert workers.checksums(rollout) == rollout["checksums"]
+    rollout["frames"][5, 1, 0, 10, 10] ^= 1
+    rollout["obs"] = workers.unpack_frames(rollout)
+    assert workers.checksums(rollout)["obs"] != rollout["checksums"]["obs"]
+    worker.envs.close()
 
 
 def test_num_workers_without_ray_is_one_line(tmp_path, capsys, monkeypatch):
