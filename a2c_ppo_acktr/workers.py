@@ -103,13 +103,16 @@ class RolloutWorker:
 
     def sample(self, snapshot):
         """Load the learner's ``snapshot`` and collect one rollout -> dict of tensors and stats."""
+        t0 = time.perf_counter()
         self.policy.load_state_dict(snapshot["weights"])
         vec_norm = get_vec_normalize(self.envs)
         if vec_norm is not None:
             vec_norm.load_state_dict(snapshot["obs_rms"])
         episode_rewards = []
+        t1 = time.perf_counter()
         collect_rollout(self.envs, self.policy, self.rollouts, episode_rewards,
                         self.args.use_proper_time_limits, self.timeouts)
+        t2 = time.perf_counter()
         if not self.args.async_rollouts:
             self.envs.pause()  # real-time envs hold still while the learner updates
         out = {name: getattr(self.rollouts, name).clone() for name in FIELDS}
@@ -119,6 +122,7 @@ class RolloutWorker:
         pack_frames(out, stack.shape_dim0 if stack is not None and stack.nstack > 1 else None)
         out.update(episode_rewards=episode_rewards, timeouts=list(self.timeouts),
                    version=snapshot["version"],
+                   seconds={"load": t1 - t0, "sample": t2 - t1, "pack": time.perf_counter() - t2},
                    obs_rms_delta=(normalizer_delta(snapshot["obs_rms"], vec_norm.state_dict())
                                   if vec_norm is not None else {}))
         self.rollouts.after_update()
@@ -217,6 +221,7 @@ class WorkerGroup:
         self.events = open(os.path.join(log_dir, "workers.log"), "a")
         self.evaluator, self._evaluations = None, []  # Evaluator actor, ObjectRefs of its rows
         self.policy_lag = 0  # updates between the weights that sampled a rollout and the learner's
+        self._costs, self._updates_timed = {}, 0
         actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(RolloutWorker)
         self.workers = [actor.remote(w, args) for w in range(self.num_workers)]
         try:
@@ -275,7 +280,9 @@ class WorkerGroup:
                 timeouts=None):
         """Fill ``rollouts`` (N * P columns) from the workers; the same contract as
         ``collect_rollout`` (``use_proper_time_limits`` is the workers' own, from ``args``)."""
+        t0 = time.perf_counter()
         snapshot = self.snapshot(actor_critic)
+        t1 = time.perf_counter()
         if self.args.async_rollouts:
             refs = {w: self._in_flight[w] if w in self._in_flight
                     else self.workers[w].sample.remote(snapshot) for w in range(self.num_workers)}
@@ -285,6 +292,8 @@ class WorkerGroup:
         if self.args.async_rollouts:  # next rollouts start now, while the learner updates
             self._in_flight = {w: self.workers[w].sample.remote(snapshot)
                                for w in range(self.num_workers)}
+        t2 = time.perf_counter()
+        payload = sum(v.nbytes for r in results for v in r.values() if isinstance(v, torch.Tensor))
 
         deltas = []
         for w, r in enumerate(results):
@@ -304,6 +313,20 @@ class WorkerGroup:
             self.venv.load_state_dict(merge_normalizer(self.venv.state_dict(), deltas))
         self.policy_lag = self.version - min(r["version"] for r in results)
         self.version += 1
+        self._time({"publish": t1 - t0, "wait": t2 - t1, "stack": time.perf_counter() - t2,
+                    **{k: np.mean([r["seconds"][k] for r in results]) for k in results[0]["seconds"]},
+                    "bytes per env step": payload / self.steps_per_update})
+
+    def _time(self, costs):
+        """Running sums of the per-update costs, summarised in workers.log on close."""
+        self._costs = {k: self._costs.get(k, 0.0) + v for k, v in costs.items()}
+        self._updates_timed += 1
+
+    def cost_summary(self):
+        """Mean per-update costs: ms (publish: ray.put of the snapshot; load / sample / pack: in
+        a worker; wait: the learner for the rollouts; stack: unpack, copy, merge) and payload size."""
+        n = max(self._updates_timed, 1)
+        return {k: v / n * (1 if k == "bytes per env step" else 1000) for k, v in self._costs.items()}
 
     def _gather(self, refs, snapshot):
         """ray.get the rollouts of ``refs`` (worker -> ObjectRef); restart and re-sample failures."""
@@ -371,6 +394,10 @@ class WorkerGroup:
         return rows
 
     def close(self):
+        if self._updates_timed:
+            self.log_event("mean per update: " + ", ".join(
+                f"{k} {v:.1f}" + ("" if k == "bytes per env step" else " ms")
+                for k, v in self.cost_summary().items()), echo=False)
         for worker in self.workers + ([self.evaluator] if self.evaluator is not None else []):
             self.ray.kill(worker, no_restart=True)
         self.events.close()
