@@ -138,6 +138,8 @@ def main(argv=None):
     if ddp:
         ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
         ddp.share_normalizer(envs)
+        if resumed and rank:
+            torch.manual_seed(args.seed + rank + env_steps)  # the saved RNG state is rank 0's
 
     obs = envs.reset()
     rollouts = RolloutStorage(args.num_steps, envs.num_envs, envs.observation_space.shape,

@@ -209,16 +209,21 @@ class WorkerGroup:
                 ray.init(num_cpus=max(os.cpu_count() or 1, args.num_workers),
                          include_dashboard=False, log_to_driver=False)
             else:
-                # The cluster's nodes import this repository from the copy Ray uploads.
-                ray.init(address=args.ray_address, log_to_driver=False,
-                         runtime_env={"working_dir": ROOT, "excludes": _UPLOAD_EXCLUDES})
-        self.args, self.log_dir = args, log_dir
+                try:  # the cluster's nodes import this repository from the copy Ray uploads
+                    ray.init(address=args.ray_address, log_to_driver=False,
+                             runtime_env={"working_dir": ROOT, "excludes": _UPLOAD_EXCLUDES})
+                except (ConnectionError, RuntimeError) as e:
+                    cause = str(e.__cause__ or e).strip().splitlines()[0]
+                    raise ValueError(f"--ray-address {args.ray_address}: cannot join the Ray "
+                                     f"cluster ({cause[:200]})") from None
+        # Absolute: workers on other nodes run in the directory Ray unpacked the repository to.
+        self.args, self.log_dir = args, os.path.abspath(log_dir)
         self.num_workers, self.P = args.num_workers, args.num_processes
         self.num_envs = self.num_workers * self.P
         self.steps_per_update = args.num_steps * self.num_envs
         self.version = env_steps // self.steps_per_update  # the update the next snapshot is for
         self.seed_base = args.seed + env_steps
-        self.events = open(os.path.join(log_dir, "workers.log"), "a")
+        self.events = open(os.path.join(self.log_dir, "workers.log"), "a")
         self.evaluator, self._evaluations = None, []  # Evaluator actor, ObjectRefs of its rows
         self.policy_lag = 0  # updates between the weights that sampled a rollout and the learner's
         self._costs, self._updates_timed = {}, 0
@@ -246,7 +251,8 @@ class WorkerGroup:
         self.pids = ray.get([w.pid.remote() for w in self.workers])
         self._in_flight = {}  # async mode: worker index -> ObjectRef of its next rollout
         self.log_event(f"{self.num_workers} Ray rollout workers x {self.P} envs (pids "
-                       f"{', '.join(map(str, self.pids))})", echo=False)
+                       f"{', '.join(map(str, self.pids))}); this node's Ray address "
+                       f"{ray.util.get_node_ip_address()}", echo=False)
 
     def _start(self, w, monitor_append):
         # Env seeds seed + rank as make_vec_envs gives them; worker w's sampling RNG seed + w

@@ -194,6 +194,19 @@ def test_frame_stacks_travel_as_new_frames_and_are_rebuilt_exactly():
     worker.envs.close()
 
 
+@pytest.mark.slow
+def test_command_line_run_starts_a_loopback_ray(tmp_path):
+    """main.py as a user runs it: its own local Ray, on 127.0.0.1 only, shut down at the end."""
+    import subprocess
+
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "32", "--num-workers", "1",
+                   "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    subprocess.run([sys.executable, "main.py"] + argv, cwd=workers.ROOT, env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    assert "this node's Ray address 127.0.0.1" in (tmp_path / "logs" / "workers.log").read_text()
+
+
 def test_num_workers_without_ray_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(SystemExit) as exc:
