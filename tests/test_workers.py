@@ -125,6 +125,21 @@ def test_two_recurrent_ppo_workers_fill_one_storage(tmp_path):
     assert len(monitor_returns(str(log_dir) + "_eval")) >= 10  # the last evaluation's
 
 
+def test_local_run_resumes_on_workers(tmp_path):
+    """Checkpoints are the same with and without workers: a local run goes on with --resume on
+    2 workers, its step count, progress log and monitor files continued."""
+    dirs = ["--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+    argv = TINY + ["--algo", "a2c"] + dirs
+    assert main.main(argv + ["--num-env-steps", "64"]) == 0
+    assert main.main(argv + ["--num-env-steps", "128", "--resume", "--num-workers", "2"]) == 0
+    ckpt = load_checkpoint(str(tmp_path / "models" / "a2c" / "CartPole-v1.pt"))
+    assert ckpt["env_steps"] == 128
+    with open(tmp_path / "logs" / "progress.csv") as f:
+        assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [16, 32, 48, 64, 96, 128]
+    with open(tmp_path / "logs" / "0.monitor.csv") as f:
+        assert sum(line.startswith("#") for line in f) == 1  # appended to, not rewritten
+
+
 def test_async_workers_sample_one_update_behind(tmp_path):
     """--async-rollouts: the rollout of update j comes from the weights of update j - 1 (0 for the
     first); --check-rollouts: every rollout the learner stacked matched the worker's checksum."""
