@@ -96,6 +96,7 @@ class RolloutWorker:
                                        self.envs.action_space,
                                        self.policy.recurrent_hidden_state_size, obs_dtype=obs.dtype)
         self.rollouts.obs[0].copy_(obs)
+        self.envs.pause()  # real-time envs hold still until the first snapshot arrives
         self.timeouts = [None] * a.num_processes
         vec_norm = get_vec_normalize(self.envs)
         return {"obs": obs, "observation_space": space, "action_space": self.envs.action_space,
