@@ -84,6 +84,8 @@ class RolloutWorker:
         a = self.args
         if self.envs is not None:
             self.envs.close()
+        if log_dir is not None:
+            os.makedirs(log_dir, exist_ok=True)  # on another node it may not exist yet
         torch.manual_seed(torch_seed)
         self.envs = make_vec_envs(a.env_name, seed, a.num_processes, a.gamma, log_dir, "cpu", False,
                                   vec_env=a.vec_env, monitor_append=monitor_append,
@@ -175,6 +177,7 @@ class Evaluator:
 
     def evaluate(self, snapshot, update, env_steps):
         from evaluation import evaluate  # the repository root is on the workers' path
+        os.makedirs(self.eval_log_dir, exist_ok=True)
         self.policy.load_state_dict(snapshot["weights"])
         returns = evaluate(self.policy, snapshot["obs_rms"], self.args.env_name, self.args.seed,
                            self.args.num_processes, self.eval_log_dir, "cpu")
