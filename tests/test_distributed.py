@@ -94,3 +94,16 @@ def test_ranks_stay_one_learner(two_ranks):
     with open(os.path.join(logs, "progress.csv")) as f:
         steps = [int(r["timesteps"]) for r in csv.DictReader(f)]
     assert steps == [WORLD * P * T * (j + 1) for j in range(UPDATES)]
+
+
+def test_acktr_and_ray_workers_are_refused_under_torchrun(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    dirs = ["--log-dir", str(tmp_path / "l"), "--save-dir", str(tmp_path / "s")]
+    for extra, needle in [(["--algo", "acktr"], "--algo acktr cannot run under torchrun"),
+                          (["--num-workers", "2"], "exclude each other")]:
+        with pytest.raises(SystemExit) as exc:
+            main.main(["--env-name", "CartPole-v1"] + extra + dirs)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needle in err, err
