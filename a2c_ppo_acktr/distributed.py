@@ -109,4 +109,5 @@ class DDP:
         vec_norm.load_state_dict(self._norm_base)
 
     def close(self):
+        dist.barrier()  # no rank tears its connections down while another still uses them
         dist.destroy_process_group()
