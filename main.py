@@ -4,6 +4,7 @@ The loop is the algorithm box of the papers: collect ``num_steps`` transitions f
 ``num_processes`` envs, bootstrap from the last observation, compute returns (GAE or n-step),
 update the agent, then log / save / evaluate.
 """
+import functools
 import glob
 import math
 import os
@@ -17,6 +18,7 @@ import torch
 from a2c_ppo_acktr import algo, utils
 from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.arguments import fail, get_args
+from a2c_ppo_acktr.distributed import DDP
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs, normalizer_state
 from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
 from a2c_ppo_acktr.model import Policy
@@ -100,9 +102,12 @@ def check_run_dirs(args, log_dir):
 
 def main(argv=None):
     args = get_args(argv)
+    ddp = DDP.from_env(args)  # under torchrun: this process is one rank of one learner
+    rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)  # the lead logs, saves, evaluates
     log_dir = os.path.expanduser(args.log_dir)
     eval_log_dir = log_dir + "_eval"
-    check_run_dirs(args, log_dir)
+    if lead:
+        check_run_dirs(args, log_dir)
 
     resumed = None
     if args.resume:
@@ -112,27 +117,35 @@ def main(argv=None):
             fail(f"--resume: {e}")
     env_steps = resumed["env_steps"] if resumed else 0
 
-    torch.manual_seed(args.seed)
+    torch.manual_seed(args.seed + rank)  # ranks sample apart; all start from rank 0's weights
     np.random.seed(args.seed)
     torch.cuda.manual_seed_all(args.seed)
     if args.cuda and args.cuda_deterministic:
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    device = torch.device("cuda:0" if args.cuda else "cpu")
+    device = ddp.device if ddp else torch.device("cuda:0" if args.cuda else "cpu")
 
     for d in (log_dir, eval_log_dir):
         os.makedirs(d, exist_ok=True)
-        if not resumed:
+        if not resumed and lead:
             for f in glob.glob(os.path.join(d, "*.monitor.csv")):
                 os.remove(f)
+    if ddp:
+        ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
 
     try:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
-        envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes, args.gamma,
-                             log_dir, device, False, vec_env=args.vec_env,
-                             monitor_append=bool(resumed), env_kwargs=args.env_kwargs)
-    except ValueError as e:  # unknown env id (with suggestions), bad vectorization or env kwargs
-        fail(str(e))
+        if args.num_workers:  # Ray actors sample; they look like one vector env of N * P envs
+            from a2c_ppo_acktr.workers import WorkerGroup
+            envs = WorkerGroup(args, log_dir, env_steps, resumed=bool(resumed))
+        else:
+            envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
+                                 args.gamma, log_dir, device, False, vec_env=args.vec_env,
+                                 monitor_append=bool(resumed), env_kwargs=args.env_kwargs,
+                                 first_rank=rank * args.num_processes)
+    except (ValueError, ImportError) as e:  # unknown env id (with suggestions), bad env kwargs,
+        fail(str(e))                        # no Ray, ...
+    collect = envs.collect if args.num_workers else functools.partial(collect_rollout, envs)
     # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
     # on image batches do gain (bench_fps case d: 197 env-steps/s on 1 thread, 277 on 2).
     torch.set_num_threads(1 if len(envs.observation_space.shape) == 1 else DEFAULT_THREADS)
@@ -164,26 +177,34 @@ def main(argv=None):
         if resumed["obs_rms"] is not None:
             get_vec_normalize(envs).load_state_dict(resumed["obs_rms"])
         torch.set_rng_state(resumed["torch_rng"])
+    if ddp:
+        ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
+        ddp.share_normalizer(envs)
+        if resumed and rank:
+            torch.manual_seed(args.seed + rank + env_steps)  # the saved RNG state is rank 0's
 
     obs = envs.reset()
-    rollouts = RolloutStorage(args.num_steps, args.num_processes, envs.observation_space.shape,
+    rollouts = RolloutStorage(args.num_steps, envs.num_envs, envs.observation_space.shape,
                               envs.action_space, actor_critic.recurrent_hidden_state_size,
                               obs_dtype=obs.dtype).to(device)
     rollouts.obs[0].copy_(obs)
 
-    logger = ScalarLogger(log_dir, append=bool(resumed))
-    eval_logger = ScalarLogger(log_dir, "eval.csv", tensorboard=False, append=bool(resumed))
+    if lead:
+        logger = ScalarLogger(log_dir, append=bool(resumed))
+        eval_logger = ScalarLogger(log_dir, "eval.csv", tensorboard=False, append=bool(resumed))
     progress = ProgressLine(args.num_env_steps)
+    progress.enabled = progress.enabled and lead
     episode_rewards = deque(maxlen=10)
-    timeouts = [None] * args.num_processes  # real-time envs only: late steps per env
+    timeouts = [None] * envs.num_envs  # real-time envs only: late steps per env
     realtime = any(b is not None for b in envs.benchmarks())
     start, start_steps = time.time(), env_steps
-    steps_per_update = args.num_steps * args.num_processes
+    steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
     num_updates = args.num_env_steps // steps_per_update
     first_update = env_steps // steps_per_update
     envs.pause()  # real-time envs hold still until the first step: the set-up above took a while
     sampler = None
-    if args.async_rollouts:  # from now on a thread steps the envs, one update behind the learner
+    if args.async_rollouts and not args.num_workers:  # from now on a thread steps the envs, one
+        # update behind the learner (Ray workers run ahead on their own: workers.py)
         sampler = AsyncSampler(envs, actor_critic, make_policy(args, envs, device), rollouts,
                                num_updates - first_update, args.use_proper_time_limits)
     for j in range(first_update, num_updates):
@@ -193,14 +214,15 @@ def main(argv=None):
                                          agent.optimizer.defaults["lr"] if args.algo == "acktr"
                                          else args.lr)
 
-        if sampler is None:
-            collect_rollout(envs, actor_critic, rollouts, episode_rewards,
-                            args.use_proper_time_limits, timeouts)
+        if sampler is not None:  # collected while the previous update ran, by older weights
+            rollouts = sampler.next_rollout(episode_rewards, timeouts)
+        else:
+            collect(actor_critic, rollouts, episode_rewards, args.use_proper_time_limits, timeouts)
+            if ddp:
+                ddp.sync_normalizer(envs)  # all ranks' statistics merged, as one normalizer's
             # Real-time envs cannot wait for the update: they hold still (default action, clock
             # stopped) until the next step instead of timing out. No-op for other envs.
             envs.pause()
-        else:  # collected while the previous update ran, by the weights from before it
-            rollouts = sampler.next_rollout(episode_rewards, timeouts)
 
         # Async: the learner's current weights bootstrap, one update newer than the rollout's
         # value_preds; PPO's clipped value loss needs those old predictions anyway.
@@ -231,8 +253,9 @@ def main(argv=None):
             if sampler is not None:
                 sampler.close()
             envs.close()
-            logger.close()
-            eval_logger.close()
+            if lead:
+                logger.close()
+                eval_logger.close()
             return 1
         if sampler is None:
             rollouts.after_update()
@@ -243,14 +266,14 @@ def main(argv=None):
         last = j == num_updates - 1
         # Async: the sampler keeps stepping the envs; its snapshot is from this rollout's end.
         obs_rms = normalizer_state(envs) if sampler is None else sampler.obs_rms
-        if (j % args.save_interval == 0 or last) and args.save_dir != "":
+        if lead and (j % args.save_interval == 0 or last) and args.save_dir != "":
             utils.save_checkpoint(checkpoint_state(args, actor_critic, agent, envs, env_steps,
                                                    obs_rms, discr), save_path(args))
 
         fps = int((env_steps - start_steps) / (time.time() - start))
         recent = float(np.mean(episode_rewards)) if episode_rewards else float("nan")
         progress.update(env_steps, fps, recent)
-        if j % args.log_interval == 0 or last:
+        if lead and (j % args.log_interval == 0 or last):
             rewards = np.array(episode_rewards) if episode_rewards else np.full(1, np.nan)
             row = {"update": j, "timesteps": env_steps, "fps": fps,
                    "mean_return": recent, "median_return": float(np.median(rewards)),
@@ -263,8 +286,10 @@ def main(argv=None):
             if realtime:  # rtgym's timing statistics, seconds, mean over envs
                 row.update(mean_benchmarks(envs.benchmarks() if sampler is None
                                            else sampler.benchmarks))
-            if sampler is not None:
-                row.update(policy_lag=sampler.policy_lag, sampler_stalls=sampler.stalls)
+            # Always both columns, so that a run resumed in another mode appends to the same CSV.
+            row["policy_lag"] = (sampler.policy_lag if sampler is not None
+                                 else envs.policy_lag if args.num_workers else 0)
+            row["sampler_stalls"] = sampler.stalls if sampler is not None else 0
             logger.log(row, env_steps)
             progress.clear()
             print(f"Updates {j}, num timesteps {env_steps}, FPS {fps} \n"
@@ -280,13 +305,20 @@ def main(argv=None):
                      f"{1e3 * row['time_step_duration_dev']:.1f} ms, in step "
                      f"{1e3 * row['step_time_mean']:.1f} ms, inference "
                      f"{1e3 * row['inference_time_mean']:.1f} ms" if realtime else "")
-                  + (f"\n policy lag {sampler.policy_lag}, sampler stalls {sampler.stalls}"
-                     if sampler is not None else "")
+                  + (f"\n policy lag {row['policy_lag']} update(s)" if args.async_rollouts else "")
+                  + (f", sampler stalls {sampler.stalls}" if sampler is not None else "")
                   + (f"\n gail loss {gail_stats['gail_loss']:.4f}, expert / policy accuracy "
                      f"{gail_stats['gail_expert_acc']:.2f} / {gail_stats['gail_policy_acc']:.2f}"
                      if gail_stats else ""), flush=True)
 
-        if args.eval_interval is not None and len(episode_rewards) > 1 and j % args.eval_interval == 0:
+        due = (lead and args.eval_interval is not None and len(episode_rewards) > 1
+               and j % args.eval_interval == 0)
+        if args.num_workers:  # in a Ray actor, on a snapshot; logged once done
+            for row in envs.evaluations(actor_critic if due else None, j, env_steps, wait=last):
+                progress.clear()
+                print(f" Evaluation at update {row['update']}: mean reward {row['mean_return']:.5f}")
+                eval_logger.log(row, row["timesteps"])
+        elif due:
             progress.clear()
             returns = evaluate(actor_critic, obs_rms, args.env_name, args.seed, args.num_processes,
                                eval_log_dir, device, env_kwargs=args.env_kwargs)
@@ -298,8 +330,11 @@ def main(argv=None):
     if sampler is not None:
         sampler.close()
     envs.close()
-    logger.close()
-    eval_logger.close()
+    if lead:
+        logger.close()
+        eval_logger.close()
+    if ddp:
+        ddp.close()
     return 0
 
 

@@ -88,9 +88,10 @@ def build_parser():
                    "ep_max_length=200 (values: numbers, True/False, None, or text); saved in the "
                    "checkpoint, so evaluation and enjoy.py build the same env")
     p.add_argument("--async-rollouts", action="store_true", default=False,
-                   help="collect the next rollout in a background thread while the learner "
-                   "updates on the previous one (policy lag of one update; real-time envs never "
-                   "pause). Runs in this mode are not reproducible from --seed")
+                   help="sample the next rollout while the learner updates on the previous one "
+                   "(policy lag of one update; real-time envs never pause): in a background "
+                   "thread, or with --num-workers on the Ray workers. Runs in this mode are not "
+                   "reproducible from --seed")
     # GAIL (algo/gail.py): the discriminator's reward replaces the env's; works with every --algo.
     p.add_argument("--gail", action="store_true", default=False,
                    help="imitate the expert trajectories in --gail-experts-dir with GAIL")
@@ -108,6 +109,16 @@ def build_parser():
     p.add_argument("--gail-reward", default="airl",
                    help="learned reward: airl = log D - log(1 - D) (the original's) | "
                    "gail = -log(1 - D) (default: airl)")
+    # Scale-out (workers.py, distributed.py).
+    p.add_argument("--num-workers", type=_count, default=0,
+                   help="sample on this many Ray rollout workers, each with --num-processes envs "
+                   "(default: 0, sample in this process; needs pip install -r requirements-ray.txt)")
+    p.add_argument("--ray-address", default=None,
+                   help="join this Ray cluster (e.g. 10.0.0.5:6379) instead of starting a local "
+                   "Ray on 127.0.0.1")
+    p.add_argument("--check-rollouts", action="store_true", default=False,
+                   help="debug: workers also send a checksum of each rollout as they saw it and "
+                   "the learner checks the one it rebuilt against it")
     return p
 
 
@@ -177,6 +188,11 @@ def check_args(args):
         if batch % args.num_mini_batch != 0 or batch < args.num_mini_batch:
             fail(f"--num-processes * --num-steps ({args.num_processes} * {args.num_steps} = "
                   f"{batch}) must be a multiple of --num-mini-batch ({args.num_mini_batch})")
+    if args.num_workers < 0:
+        fail(f"--num-workers must be 0 or a positive integer, got {args.num_workers}")
+    for name in ("ray_address", "check_rollouts"):
+        if getattr(args, name) and not args.num_workers:
+            fail(f"--{name.replace('_', '-')} needs --num-workers N (Ray rollout workers)")
     if args.resume and args.overwrite:
         fail("--resume and --overwrite exclude each other: continue the run or replace it")
     if args.num_env_steps < args.num_processes * args.num_steps:

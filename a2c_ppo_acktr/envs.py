@@ -514,6 +514,43 @@ class RunningMeanStd:
         self.count = float(d["count"])
 
 
+def normalizer_delta(before, after):
+    """The data a VecNormalize saw between two of its ``state_dict``s, as moments of its own.
+
+    Inverts the parallel merge of ``RunningMeanStd.update_from_moments``: returns
+    ``{name: (mean, var, count)}`` (numpy float64, float) of the new data alone, or an empty dict
+    when nothing was seen. Scale-out copies of the normalizer (Ray workers, DDP ranks) start from
+    the learner's statistics, run, and send back this delta; ``merge_normalizer`` adds the deltas
+    of all copies to the learner's statistics, which then equal those of one normalizer fed every
+    copy's data (the merge is exact and order-free up to float rounding).
+    """
+    delta = {}
+    for name, a in after.items():
+        b = before[name]
+        n = a["count"] - b["count"]
+        if n <= 0:
+            continue
+        mb, vb, nb = b["mean"].numpy(), b["var"].numpy(), b["count"]
+        ma, va, na = a["mean"].numpy(), a["var"].numpy(), a["count"]
+        mean = (na * ma - nb * mb) / n
+        m2 = va * na - vb * nb - np.square(mean - mb) * nb * n / na
+        delta[name] = (mean, np.maximum(m2 / n, 0.0), n)
+    return delta
+
+
+def merge_normalizer(state, deltas):
+    """``state`` (a ``VecNormalize.state_dict``) with the data of each of ``deltas`` merged in."""
+    merged = {}
+    for name, s in state.items():
+        rms = RunningMeanStd()
+        rms.load_state_dict(s)
+        for delta in deltas:
+            if name in delta:
+                rms.update_from_moments(*delta[name])
+        merged[name] = rms.state_dict()
+    return merged
+
+
 class VecEnvWrapper:
     """Base of the wrappers below: what a wrapper does not change goes to ``self.venv``."""
 
@@ -727,7 +764,7 @@ def _auto_vec_env(spec, num_envs):
     return "shmem" if num_envs > 1 and not cheap and _num_cpus() > 2 else "dummy"
 
 
-def _check_env_kwargs(env_id, env_kwargs):
+def check_env_kwargs(env_id, env_kwargs):
     """Build and close one env with ``env_kwargs``: a bad key is a one-line ValueError here, not a
     traceback from a worker process."""
     try:
@@ -738,17 +775,21 @@ def _check_env_kwargs(env_id, env_kwargs):
 
 def make_vec_envs(env_name, seed, num_processes, gamma, log_dir, device, allow_early_resets,
                   num_frame_stack=None, vec_env="auto", render_mode=None, monitor_append=False,
-                  num_workers=None, env_kwargs=None):
+                  num_workers=None, env_kwargs=None, first_rank=0):
     """Build the full stack: N envs -> Dummy/ShmemVecEnv -> VecNormalize (vector obs) -> VecPyTorch
     -> VecPyTorchFrameStack (images: ``num_frame_stack`` or 4; vectors: only if given).
-    ``env_kwargs`` go to ``gym.make`` (e.g. a real-time env's config)."""
+
+    ``env_kwargs`` go to ``gym.make`` (e.g. a real-time env's config). Env i has rank
+    ``first_rank + i``: seed ``seed + rank``, monitor file ``<rank>.monitor.csv``. Ray workers and
+    DDP ranks offset it so that their envs and files are those of one big run.
+    """
     if vec_env not in VEC_ENV_KINDS:
         raise ValueError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
     spec = _env_spec(env_name)
     if env_kwargs:
-        _check_env_kwargs(env_name, env_kwargs)
-    env_fns = [make_env(env_name, seed, i, log_dir, allow_early_resets, render_mode, monitor_append,
-                        env_kwargs)
+        check_env_kwargs(env_name, env_kwargs)
+    env_fns = [make_env(env_name, seed, first_rank + i, log_dir, allow_early_resets, render_mode,
+                        monitor_append, env_kwargs)
                for i in range(num_processes)]
     if vec_env == "auto":
         vec_env = _auto_vec_env(spec, num_processes)

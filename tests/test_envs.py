@@ -306,3 +306,31 @@ def test_box_actions_are_clipped_to_the_space():
     obs, _, _, _, _ = envs.step(actions)
     assert obs.tolist() == [[1.0, -0.5]]
     assert actions.tolist() == [[3.0, -0.5]]  # the caller's (stored) sample is untouched
+
+
+def test_merged_normalizer_deltas_equal_one_normalizer_fed_all_data():
+    """Copies of a VecNormalize (Ray workers, DDP ranks) start from the shared statistics, each
+    sees its own data; merging their deltas gives what one RunningMeanStd fed everything has."""
+    from a2c_ppo_acktr.envs import RunningMeanStd, merge_normalizer, normalizer_delta
+
+    rng = np.random.default_rng(0)
+    reference = RunningMeanStd(shape=(3,))
+    shared = {"ob_rms": RunningMeanStd(shape=(3,)).state_dict()}
+    for _ in range(4):  # updates
+        deltas = []
+        for copy in range(3):  # workers, each several batches per rollout
+            rms = RunningMeanStd(shape=(3,))
+            rms.load_state_dict(shared["ob_rms"])
+            before = {"ob_rms": rms.state_dict()}
+            for _ in range(5):
+                batch = rng.normal(3.0 * copy, 1.0 + copy, size=(8, 3))
+                rms.update(batch)
+                reference.update(batch)
+            deltas.append(normalizer_delta(before, {"ob_rms": rms.state_dict()}))
+        shared = merge_normalizer(shared, deltas)
+    np.testing.assert_allclose(shared["ob_rms"]["mean"].numpy(), reference.mean, rtol=1e-10)
+    np.testing.assert_allclose(shared["ob_rms"]["var"].numpy(), reference.var, rtol=1e-10)
+    assert shared["ob_rms"]["count"] == pytest.approx(reference.count)
+    # Nothing seen: an empty delta, and merging it changes nothing.
+    assert normalizer_delta(shared, shared) == {}
+    assert torch.equal(merge_normalizer(shared, [{}])["ob_rms"]["mean"], shared["ob_rms"]["mean"])

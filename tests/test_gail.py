@@ -7,7 +7,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from gymnasium import spaces
 
 import main

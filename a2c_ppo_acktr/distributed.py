@@ -1,0 +1,118 @@
+"""DDP learners: ``torchrun --nproc_per_node K main.py ...`` runs K copies of the training loop.
+
+Each rank steps its own ``num_processes`` envs (ranks ``rank * P ..`` of one big run: seeds and
+monitor files as ``make_vec_envs`` numbers them), collects its own rollout and runs the unchanged
+update on it; the ranks stay one learner because
+
+- gradients are averaged over the ranks inside every ``backward()`` (``average_gradients``), so
+  gradient clipping and the optimizer step see the gradient of the whole ``K * P`` batch and the
+  parameters stay identical without any change to ``algo/``;
+- the normalization statistics are merged after every rollout (``sync_normalizer``: each rank's
+  new data as moments, as the Ray workers do), so every rank normalizes alike;
+- rank 0 alone checks and cleans the run directories, logs, saves and evaluates.
+
+Not supported: ACKTR (K-FAC's curvature statistics are per rank, so the ranks' steps would differ)
+and ``--num-workers`` (Ray workers) together with torchrun.
+"""
+import os
+
+import torch
+import torch.distributed as dist
+from torch.autograd import Variable
+
+from a2c_ppo_acktr.arguments import fail
+from a2c_ppo_acktr.envs import get_vec_normalize, merge_normalizer, normalizer_delta
+
+
+class DDP:
+    """This process's place among the ranks, and the collectives main.py needs."""
+
+    def __init__(self, cuda):
+        self.rank, self.world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        if cuda:
+            torch.cuda.set_device(local_rank)
+            self.device = torch.device("cuda", local_rank)
+        else:
+            self.device = torch.device("cpu")
+        # gloo on CPU; nccl moves GPU tensors without a trip through the host.
+        dist.init_process_group("nccl" if cuda else "gloo")
+        self._norm_base = None
+        self._pending = None
+
+    @classmethod
+    def from_env(cls, args):
+        """A DDP when launched by torchrun (it sets RANK and WORLD_SIZE), else None."""
+        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            return None
+        if args.algo == "acktr":
+            fail("--algo acktr cannot run under torchrun: K-FAC's curvature statistics would "
+                 "differ per rank; use a2c or ppo, or Ray workers (--num-workers)")
+        if args.num_workers:
+            fail("--num-workers (Ray rollout workers) and torchrun exclude each other: "
+                 "use one or the other")
+        if args.async_rollouts or args.gail:
+            # The sampler thread owns the normalizer the ranks merge; GAIL's discriminator would
+            # be trained apart on each rank.
+            fail(f"{'--async-rollouts' if args.async_rollouts else '--gail'} cannot run under "
+                 "torchrun; drop it, or use Ray workers (--num-workers)")
+        return cls(args.cuda)
+
+    @property
+    def is_lead(self):
+        return self.rank == 0
+
+    def barrier(self):
+        dist.barrier()
+
+    def average_gradients(self, module):
+        """Start all ranks from rank 0's parameters; from then on every backward through
+        ``module`` ends with its gradients averaged over the ranks (one flat all-reduce).
+
+        A hook on each parameter's gradient accumulation queues the all-reduce as a callback of
+        the autograd engine, which runs it once the whole backward is done: one collective per
+        backward rather than one per parameter (scripts/bench_scale.py measures both).
+        """
+        for p in module.parameters():
+            dist.broadcast(p.data, src=0)
+        params = [p for p in module.parameters() if p.requires_grad]
+
+        def all_reduce():
+            self._pending = None
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+            flat = torch.cat([g.reshape(-1) for g in grads])
+            dist.all_reduce(flat)
+            flat /= self.world_size
+            offset = 0
+            for p in params:
+                n = p.numel()
+                p.grad = flat[offset:offset + n].view_as(p)
+                offset += n
+
+        def queue(_param):
+            if self._pending is None:
+                self._pending = True
+                Variable._execution_engine.queue_callback(all_reduce)
+
+        for p in params:
+            p.register_post_accumulate_grad_hook(queue)
+
+    def share_normalizer(self, envs):
+        """Remember the statistics all ranks hold now (fresh, or loaded from the same checkpoint):
+        what ``sync_normalizer`` measures each rank's new data against."""
+        vec_norm = get_vec_normalize(envs)
+        self._norm_base = vec_norm.state_dict() if vec_norm is not None else None
+
+    def sync_normalizer(self, envs):
+        """Merge what every rank's normalizer saw since the last sync; all ranks load the result."""
+        if self._norm_base is None:
+            return
+        vec_norm = get_vec_normalize(envs)
+        deltas = [None] * self.world_size
+        dist.all_gather_object(deltas, normalizer_delta(self._norm_base, vec_norm.state_dict()))
+        self._norm_base = merge_normalizer(self._norm_base, deltas)
+        vec_norm.load_state_dict(self._norm_base)
+
+    def close(self):
+        dist.barrier()  # no rank tears its connections down while another still uses them
+        dist.destroy_process_group()

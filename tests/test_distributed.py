@@ -1,0 +1,111 @@
+"""DDP learners (a2c_ppo_acktr/distributed.py): 2 CPU ranks (gloo) spawned as torchrun would."""
+import csv
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+import main
+from a2c_ppo_acktr.distributed import DDP
+from a2c_ppo_acktr.utils import load_checkpoint
+
+WORLD = 2
+P, T, UPDATES = 2, 8, 4
+ARGV = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", str(P), "--num-steps",
+        str(T), "--num-mini-batch", "2", "--ppo-epoch", "2", "--use-gae", "--vec-env", "dummy",
+        "--use-proper-time-limits", "--log-interval", "1",
+        "--num-env-steps", str(WORLD * P * T * UPDATES)]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank, ports, tmp):
+    """One rank: the gradient check on a toy model, then a main.py run; results to files."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(ports[0]))
+    torch.manual_seed(rank)  # different start: average_gradients must broadcast rank 0's
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    ddp = DDP(cuda=False)
+    ddp.average_gradients(model)
+    data = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2 * WORLD, 3, generator=data), torch.randn(2 * WORLD, 1, generator=data)
+    shard = slice(2 * rank, 2 * rank + 2)
+    ((model(x[shard]) - y[shard]) ** 2).mean().backward()
+    torch.save({"params": model.state_dict(), "grads": [p.grad for p in model.parameters()],
+                "x": x, "y": y}, os.path.join(tmp, f"toy{rank}.pt"))
+    ddp.close()
+
+    os.environ["MASTER_PORT"] = str(ports[1])
+    captured = {}
+    average = DDP.average_gradients
+
+    def spy(self, module):
+        captured["model"] = module
+        average(self, module)
+
+    DDP.average_gradients = spy
+    log_dir, save_dir = os.path.join(tmp, "logs"), os.path.join(tmp, "models")
+    assert main.main(ARGV + ["--log-dir", log_dir, "--save-dir", save_dir]) == 0
+    torch.save(captured["model"].state_dict(), os.path.join(tmp, f"policy{rank}.pt"))
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("ddp"))
+    mp.spawn(_rank, args=([_free_port(), _free_port()], tmp), nprocs=WORLD)
+    return tmp
+
+
+def test_gradients_are_the_mean_over_ranks(two_ranks):
+    """Each rank's gradient after backward on its shard = the full-batch gradient (the loss is
+    a mean over equal shards), computed here without DDP from rank 0's parameters."""
+    toy = [torch.load(os.path.join(two_ranks, f"toy{r}.pt")) for r in range(WORLD)]
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    model.load_state_dict(toy[0]["params"])
+    ((model(toy[0]["x"]) - toy[0]["y"]) ** 2).mean().backward()
+    for r in range(WORLD):
+        for key in toy[0]["params"]:
+            assert torch.equal(toy[r]["params"][key], toy[0]["params"][key])  # broadcast
+        for got, want in zip(toy[r]["grads"], (p.grad for p in model.parameters())):
+            torch.testing.assert_close(got, want)
+
+
+def test_ranks_stay_one_learner(two_ranks):
+    """After 4 PPO updates both ranks hold identical parameters; rank 0 alone logged and saved,
+    with the step count and normalization statistics of both ranks' envs."""
+    policies = [torch.load(os.path.join(two_ranks, f"policy{r}.pt")) for r in range(WORLD)]
+    for key, value in policies[0].items():
+        assert torch.equal(policies[1][key], value), key
+    ckpt = load_checkpoint(os.path.join(two_ranks, "models", "ppo", "CartPole-v1.pt"))
+    for key, value in policies[0].items():
+        assert torch.equal(ckpt["actor_critic"][key], value), key
+    assert ckpt["env_steps"] == WORLD * P * T * UPDATES
+    # Every rank's first observations and steps, plus the prior count.
+    assert ckpt["obs_rms"]["ob_rms"]["count"] == pytest.approx(1e-4 + WORLD * P * (1 + T * UPDATES))
+    logs = os.path.join(two_ranks, "logs")
+    assert sorted(f for f in os.listdir(logs) if f.endswith(".monitor.csv")) == [
+        f"{i}.monitor.csv" for i in range(WORLD * P)]
+    with open(os.path.join(logs, "progress.csv")) as f:
+        steps = [int(r["timesteps"]) for r in csv.DictReader(f)]
+    assert steps == [WORLD * P * T * (j + 1) for j in range(UPDATES)]
+
+
+def test_acktr_and_ray_workers_are_refused_under_torchrun(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    dirs = ["--log-dir", str(tmp_path / "l"), "--save-dir", str(tmp_path / "s")]
+    for extra, needle in [(["--algo", "acktr"], "--algo acktr cannot run under torchrun"),
+                          (["--num-workers", "2"], "exclude each other"),
+                          (["--async-rollouts"], "--async-rollouts cannot run under torchrun"),
+                          (["--gail"], "--gail cannot run under torchrun")]:
+        with pytest.raises(SystemExit) as exc:
+            main.main(["--env-name", "CartPole-v1"] + extra + dirs)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needle in err, err

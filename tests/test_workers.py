@@ -1,0 +1,268 @@
+"""Ray rollout workers (a2c_ppo_acktr/workers.py) driven through main.py, on one Ray session."""
+import csv
+import os
+import signal
+import sys
+import tempfile
+import threading
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # as workers.import_ray: loopback
+ray = pytest.importorskip("ray")
+
+import main  # noqa: E402
+from a2c_ppo_acktr import workers  # noqa: E402
+from a2c_ppo_acktr.arguments import get_args  # noqa: E402
+from a2c_ppo_acktr.utils import load_checkpoint  # noqa: E402
+from tests.test_main import monitor_returns  # noqa: E402
+
+
+CRASH_MARKER = os.path.join(tempfile.mkdtemp(prefix="crashing-cartpole-"), "crashed")
+
+
+class CrashingCartPole(gym.Wrapper):
+    """CartPole that raises on its 12th step, once per test session (``CRASH_MARKER``)."""
+
+    def __init__(self, render_mode=None):
+        super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        marker = os.environ["CRASH_MARKER"]
+        if self.steps == 12 and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("simulated env crash")
+        return self.env.step(action)
+
+
+class NoiseFrames(gym.Env):
+    """84x84 frames of noise; episodes of 3 to 6 steps, so frame stacks restart often."""
+
+    observation_space = gym.spaces.Box(0, 255, (84, 84, 1), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, render_mode=None):
+        self.left = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.left = int(self.np_random.integers(3, 7))
+        return self._frame(), {}
+
+    def step(self, action):
+        self.left -= 1
+        return self._frame(), 1.0, self.left == 0, False, {}
+
+    def _frame(self):
+        return self.np_random.integers(0, 256, (84, 84, 1), dtype=np.uint8)
+
+
+def register_test_envs():
+    gym.register("CrashingCartPole-v0", entry_point=CrashingCartPole)
+    gym.register("NoiseFrames-v0", entry_point=NoiseFrames)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    register_test_envs()
+    # The workers (other processes) register the test envs too.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": "tests.test_workers.register_test_envs",
+                          "env_vars": {"PYTHONPATH": workers.ROOT, "CRASH_MARKER": CRASH_MARKER}})
+    yield
+    ray.shutdown()
+
+
+TINY = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8",
+        "--vec-env", "dummy", "--log-interval", "1"]
+
+
+def run(tmp_path, argv, name):
+    log_dir, save_dir = tmp_path / name / "logs", tmp_path / name / "models"
+    assert main.main(argv + ["--log-dir", str(log_dir), "--save-dir", str(save_dir)]) == 0
+    algo = argv[argv.index("--algo") + 1]
+    return log_dir, load_checkpoint(str(save_dir / algo / "CartPole-v1.pt"))
+
+
+def test_one_worker_trains_exactly_as_the_local_loop(tmp_path):
+    """Worker 0 seeds its sampling RNG as main.py does; A2C's update draws no random numbers. So
+    one worker must give the local run's weights (up to float rounding of the merged statistics)."""
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "96", "--use-proper-time-limits"]
+    local_logs, local = run(tmp_path, argv, "local")
+    ray_logs, remote = run(tmp_path, argv + ["--num-workers", "1"], "ray")
+    for key, value in local["actor_critic"].items():
+        torch.testing.assert_close(remote["actor_critic"][key], value, rtol=1e-5, atol=1e-6)
+    for name in ("mean", "var"):
+        torch.testing.assert_close(remote["obs_rms"]["ob_rms"][name], local["obs_rms"]["ob_rms"][name])
+    assert remote["obs_rms"]["ob_rms"]["count"] == pytest.approx(local["obs_rms"]["ob_rms"]["count"])
+    assert monitor_returns(str(ray_logs)) == monitor_returns(str(local_logs))
+
+
+def test_two_recurrent_ppo_workers_fill_one_storage(tmp_path):
+    """2 workers x 2 envs: one 4-column rollout per update, 4 monitor files, statistics of all."""
+    argv = TINY + ["--algo", "ppo", "--recurrent-policy", "--num-mini-batch", "2",
+                   "--num-env-steps", "192", "--num-workers", "2", "--use-gae", "--eval-interval", "1"]
+    log_dir, ckpt = run(tmp_path, argv, "two")
+    assert ckpt["env_steps"] == 192
+    assert sorted(os.listdir(log_dir)) >= ["0.monitor.csv", "1.monitor.csv", "2.monitor.csv",
+                                           "3.monitor.csv"]
+    # Every observation of all 4 envs: the 4 first ones and 192 steps' worth, plus the prior.
+    assert ckpt["obs_rms"]["ob_rms"]["count"] == pytest.approx(1e-4 + 4 + 192)
+    with open(log_dir / "progress.csv") as f:
+        assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [32 * (i + 1) for i in range(6)]
+    # Evaluation in its own actor: each update from the first with 2 finished training episodes
+    # on, in order, the last one waited for.
+    with open(log_dir / "eval.csv") as f:
+        rows = list(csv.DictReader(f))
+    updates = [int(r["update"]) for r in rows]
+    assert updates == list(range(updates[0], 6)) and updates[0] <= 3, updates
+    assert all(int(r["episodes"]) == 10 for r in rows)
+    assert len(monitor_returns(str(log_dir) + "_eval")) >= 10  # the last evaluation's
+
+
+def test_local_run_resumes_on_workers(tmp_path):
+    """Checkpoints are the same with and without workers: a local run goes on with --resume on
+    2 workers, its step count, progress log and monitor files continued."""
+    dirs = ["--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+    argv = TINY + ["--algo", "a2c"] + dirs
+    assert main.main(argv + ["--num-env-steps", "64"]) == 0
+    assert main.main(argv + ["--num-env-steps", "128", "--resume", "--num-workers", "2"]) == 0
+    ckpt = load_checkpoint(str(tmp_path / "models" / "a2c" / "CartPole-v1.pt"))
+    assert ckpt["env_steps"] == 128
+    with open(tmp_path / "logs" / "progress.csv") as f:
+        assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [16, 32, 48, 64, 96, 128]
+    with open(tmp_path / "logs" / "0.monitor.csv") as f:
+        assert sum(line.startswith("#") for line in f) == 1  # appended to, not rewritten
+
+
+def test_async_workers_sample_one_update_behind(tmp_path):
+    """--async-rollouts: the rollout of update j comes from the weights of update j - 1 (0 for the
+    first); --check-rollouts: every rollout the learner stacked matched the worker's checksum."""
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "160", "--num-workers", "2",
+                   "--async-rollouts", "--check-rollouts"]
+    log_dir, ckpt = run(tmp_path, argv, "async")
+    assert ckpt["env_steps"] == 160
+    with open(log_dir / "progress.csv") as f:
+        assert [int(r["policy_lag"]) for r in csv.DictReader(f)] == [0, 1, 1, 1, 1]
+
+
+def test_killed_worker_is_restarted_and_the_run_completes(tmp_path, capsys, monkeypatch):
+    """SIGKILL a worker process during the run: Ray restarts it, its share of the update is
+    re-sampled, the run finishes, and stdout and workers.log say what happened."""
+    collect = workers.WorkerGroup.collect
+    calls = []
+
+    def collect_and_kill(self, *args, **kwargs):
+        calls.append(self.pids[1])
+        if len(calls) == 3:  # kill it while it samples, or just before
+            threading.Timer(0.01, os.kill, (self.pids[1], signal.SIGKILL)).start()
+        return collect(self, *args, **kwargs)
+
+    monkeypatch.setattr(workers.WorkerGroup, "collect", collect_and_kill)
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "160", "--num-workers", "2"]
+    log_dir, ckpt = run(tmp_path, argv, "fault")
+    assert ckpt["env_steps"] == 160
+    assert calls[3] != calls[2]  # a new process from then on
+    out = capsys.readouterr().out
+    assert "worker 1 failed" in out and "restarted by Ray" in out
+    log = (log_dir / "workers.log").read_text()
+    assert f"restarted by Ray as pid {calls[3]}" in log, log
+
+
+def test_worker_whose_env_crashes_is_restarted(tmp_path, capsys):
+    env_id = "CrashingCartPole-v0"
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "96", "--num-workers", "1",
+                   "--env-name", env_id]
+    log_dir = tmp_path / "logs"
+    assert main.main(argv + ["--log-dir", str(log_dir), "--save-dir", str(tmp_path / "m")]) == 0
+    log = (log_dir / "workers.log").read_text()
+    # Steps 9-16 of each env hold its 12th: update 1 is re-sampled by a fresh process.
+    assert log.count("RuntimeError: simulated env crash") == 1, log
+    assert "update 1: worker 0 failed" in log and "restarted by Ray" in log, log
+
+
+def test_frame_stacks_travel_as_new_frames_and_are_rebuilt_exactly():
+    """A worker (here in this process) sends the first stack and one new frame per step; the
+    learner's rebuild equals the worker's observations, checksums included; corruption shows."""
+    args = get_args(["--env-name", "NoiseFrames-v0", "--num-processes", "3", "--num-steps", "16",
+                     "--num-workers", "1", "--check-rollouts", "--vec-env", "dummy"])
+    worker = workers.RolloutWorker(0, args)
+    worker.start(seed=0, torch_seed=0, log_dir=None, monitor_append=False)
+    snapshot = {"weights": worker.policy.state_dict(), "obs_rms": None, "version": 0}
+    for _ in range(2):
+        first = worker.rollouts.obs[0].clone()
+        rollout = worker.sample(snapshot)
+        seen = torch.cat([first[None], worker.rollouts.obs[1:]])  # (17, 3, 4, 84, 84)
+        assert "obs" not in rollout and rollout["frames"].shape == (16, 3, 1, 84, 84)
+        assert (rollout["masks"][1:] == 0).sum() >= 6  # stacks restarted within the rollout
+        assert torch.equal(workers.unpack_frames(rollout), seen)
+        rollout["obs"] = workers.unpack_frames(rollout)
+        assert workers.checksums(rollout) == rollout["checksums"]
+    rollout["frames"][5, 1, 0, 10, 10] ^= 1
+    rollout["obs"] = workers.unpack_frames(rollout)
+    assert workers.checksums(rollout)["obs"] != rollout["checksums"]["obs"]
+    worker.envs.close()
+
+
+@pytest.mark.slow
+def test_command_line_run_starts_a_loopback_ray(tmp_path):
+    """main.py as a user runs it: its own local Ray, on 127.0.0.1 only, shut down at the end."""
+    import subprocess
+
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "32", "--num-workers", "1",
+                   "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    subprocess.run([sys.executable, "main.py"] + argv, cwd=workers.ROOT, env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    assert "this node's Ray address 127.0.0.1" in (tmp_path / "logs" / "workers.log").read_text()
+
+
+def test_num_workers_without_ray_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(SystemExit) as exc:
+        main.main(TINY + ["--num-workers", "2", "--log-dir", str(tmp_path / "l"),
+                          "--save-dir", str(tmp_path / "s")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pip install -r requirements-ray.txt" in err, err
+
+
+def test_env_kwargs_reach_the_workers(tmp_path):
+    """--env-kwargs build the workers' envs (CartPole's Sutton-Barto reward: 0 a step, -1 at the
+    fall) and are saved with the checkpoint."""
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "320", "--num-workers", "2",
+                   "--env-kwargs", "sutton_barto_reward=True"]
+    log_dir, ckpt = run(tmp_path, argv, "kwargs")
+    assert ckpt["env_kwargs"] == {"sutton_barto_reward": True}
+    returns = monitor_returns(str(log_dir))
+    assert returns and all(r == -1.0 for r in returns)
+
+
+def test_real_time_workers_report_benchmarks_without_time_outs(tmp_path):
+    """The drone on a worker: its timing statistics come back with each rollout and reach
+    progress.csv; the worker pauses its envs during the learner's update, so no time-outs."""
+    log_dir = tmp_path / "logs"
+    assert main.main(["--env-name", "RealTimeDrone-v0", "--algo", "ppo", "--num-processes", "2",
+                      "--num-steps", "8", "--num-mini-batch", "1", "--num-env-steps", "48",
+                      "--vec-env", "dummy", "--num-workers", "1", "--log-interval", "1",
+                      "--env-kwargs", "time_step_duration=0.02", "start_obs_capture=0.02",
+                      "--log-dir", str(log_dir), "--save-dir", str(tmp_path / "models")]) == 0
+    with open(log_dir / "progress.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3
+    assert all(int(r["timeouts"]) == 0 for r in rows)
+    assert all(abs(float(r["time_step_duration_mean"]) - 0.02) < 0.004 for r in rows), rows
+
+
+def test_bad_env_kwargs_with_workers_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main.main(TINY + ["--algo", "a2c", "--num-workers", "1", "--env-kwargs", "bogus=1",
+                          "--log-dir", str(tmp_path / "l"), "--save-dir", str(tmp_path / "s")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bogus" in err, err
