@@ -266,3 +266,21 @@ def test_bad_env_kwargs_with_workers_is_one_line(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "bogus" in err, err
+
+
+def test_gail_on_workers(tmp_path):
+    """GAIL needs nothing of the envs but the learner's normalizer: it runs on workers as locally."""
+    from a2c_ppo_acktr.algo.gail import expert_path
+    from tests.test_gail import GAIL_SHORT, cartpole_expert
+    experts = tmp_path / "experts"
+    cartpole_expert(expert_path(str(experts), "CartPole-v1"))
+    log_dir = tmp_path / "logs"
+    assert main.main(GAIL_SHORT + ["--algo", "ppo", "--num-workers", "2",
+                                   "--gail-experts-dir", str(experts), "--log-dir", str(log_dir),
+                                   "--save-dir", str(tmp_path / "models")]) == 0
+    with open(log_dir / "progress.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2  # 128 steps of 2 workers x 2 envs x 16 steps
+    assert all(float(r["gail_loss"]) > 0 for r in rows)
+    ckpt = load_checkpoint(str(tmp_path / "models" / "ppo" / "CartPole-v1.pt"))
+    assert ckpt["gail"]["returns"].shape == (4, 1)  # one discounted return per env of both workers
