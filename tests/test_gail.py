@@ -19,13 +19,7 @@ from gail_experts import convert_to_pytorch, generate
 BOX = spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small MLPs, as main.py runs them: extra intra-op threads only spin on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # as main.py runs MLPs
 OBS = spaces.Box(-np.inf, np.inf, (3,), np.float32)
 
 

@@ -13,13 +13,7 @@ from a2c_ppo_acktr.storage import RolloutStorage
 T, N = 8, 2
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """As main.py runs MLPs (the sampler thread copies the setting)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # as main.py runs MLPs
 
 
 def setup(recurrent=False, num_rollouts=5, log_dir=None, step=None):
