@@ -39,13 +39,19 @@ def _fail(message, prog="enjoy.py"):
     fail(message, prog=prog)
 
 
-def get_args(argv=None):
-    p = argparse.ArgumentParser(description="Play a policy saved by main.py")
+def add_checkpoint_args(p):
+    """The flags that find a checkpoint of main.py (``checkpoint_path``); generate.py has them too."""
     p.add_argument("--env-name", default=None,
                    help="gymnasium id (default: the checkpoint's, when --load-dir is a file)")
     p.add_argument("--load-dir", default="./trained_models/",
                    help="the --save-dir of main.py, or a .pt checkpoint file")
-    p.add_argument("--algo", default=None, help="a2c | ppo (default: the one with a checkpoint)")
+    p.add_argument("--algo", default=None,
+                   help="a2c | ppo | acktr (default: the one with a checkpoint)")
+
+
+def get_args(argv=None):
+    p = argparse.ArgumentParser(description="Play a policy saved by main.py")
+    add_checkpoint_args(p)
     p.add_argument("--non-det", action="store_true", help="sample actions instead of the mode")
     p.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in all")

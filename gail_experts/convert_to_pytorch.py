@@ -21,10 +21,9 @@ from gymnasium import spaces
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from a2c_ppo_acktr.algo.gail import expert_path  # noqa: E402
+from a2c_ppo_acktr.algo.gail import save_expert_file  # noqa: E402
 from a2c_ppo_acktr.arguments import fail  # noqa: E402
 from a2c_ppo_acktr.envs import make_vec_envs  # noqa: E402
-from a2c_ppo_acktr.utils import save_checkpoint  # noqa: E402
 
 H5_KEYS = ("obs_B_T_Do", "a_B_T_Da", "r_B_T", "len_B")
 
@@ -99,12 +98,7 @@ def main(argv=None):
     observation_space, action_space = envs.observation_space, envs.action_space
     envs.close()
     data = convert(arrays, args.env_name, observation_space, action_space, args.h5_file)
-    out = expert_path(args.out_dir, args.env_name)
-    save_checkpoint(data, out)
-    returns = [float(data["rewards"][i, :n].sum()) for i, n in enumerate(data["lengths"].tolist())]
-    print(f"wrote {out}: {len(returns)} trajectories, return {np.mean(returns):.1f} ± "
-          f"{np.std(returns):.1f}, lengths {data['lengths'].min().item()}-"
-          f"{data['lengths'].max().item()}")
+    print(save_expert_file(data, args.out_dir))
     return 0
 
 

@@ -26,10 +26,9 @@ from gymnasium import spaces
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import enjoy  # noqa: E402
-from a2c_ppo_acktr.algo.gail import expert_path  # noqa: E402
+from a2c_ppo_acktr.algo.gail import save_expert_file  # noqa: E402
 from a2c_ppo_acktr.arguments import fail  # noqa: E402
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs  # noqa: E402
-from a2c_ppo_acktr.utils import save_checkpoint  # noqa: E402
 
 
 PROG = "generate.py"
@@ -41,11 +40,7 @@ def _fail(message):
 
 def get_args(argv=None):
     p = argparse.ArgumentParser(description="Record expert trajectories for GAIL")
-    p.add_argument("--env-name", default=None,
-                   help="gymnasium id (default: the checkpoint's, when --load-dir is a file)")
-    p.add_argument("--load-dir", default="./trained_models/",
-                   help="the --save-dir of main.py, or a .pt checkpoint file")
-    p.add_argument("--algo", default=None, help="a2c | ppo | acktr (default: the one with a checkpoint)")
+    enjoy.add_checkpoint_args(p)
     p.add_argument("--episodes", type=int, default=10, help="episodes to record (default: 10)")
     p.add_argument("--seed", type=int, default=1, help="random seed; envs get seed + 1000")
     p.add_argument("--out-dir", default="./gail_experts",
@@ -126,12 +121,7 @@ def main(argv=None):
         finally:
             envs.close()
     data = to_expert_data(trajectories, args.env_name, envs.observation_space, envs.action_space)
-    out = expert_path(args.out_dir, args.env_name)
-    save_checkpoint(data, out)
-    returns = [float(r.sum()) for _, _, r in trajectories]
-    print(f"wrote {out}: {len(returns)} trajectories, return {np.mean(returns):.1f} ± "
-          f"{np.std(returns):.1f} (min {np.min(returns):.1f}, max {np.max(returns):.1f}), "
-          f"lengths {data['lengths'].min().item()}-{data['lengths'].max().item()}")
+    print(save_expert_file(data, args.out_dir))
     return 0
 
 

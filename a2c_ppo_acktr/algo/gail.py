@@ -16,12 +16,14 @@ loadable with ``torch.load(weights_only=True)``::
 """
 import os
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from gymnasium import spaces
 
 from a2c_ppo_acktr.envs import RunningMeanStd
+from a2c_ppo_acktr.utils import save_checkpoint
 
 REWARDS = ("airl", "gail")
 EXPERT_KEYS = ("states", "actions", "rewards", "lengths", "env_name", "obs_shape", "action_space")
@@ -34,6 +36,17 @@ class GailError(ValueError):
 def expert_path(experts_dir, env_name):
     """``<experts_dir>/trajs_<env-name>.pt`` ('/' in the id becomes '_', as for checkpoints)."""
     return os.path.join(experts_dir, f"trajs_{env_name.replace('/', '_')}.pt")
+
+
+def save_expert_file(data, experts_dir):
+    """Write ``data`` (the expert file dict) to ``expert_path`` atomically; -> a one-line summary."""
+    path = expert_path(experts_dir, data["env_name"])
+    save_checkpoint(data, path)
+    lengths = data["lengths"]
+    returns = [float(data["rewards"][i, :n].sum()) for i, n in enumerate(lengths.tolist())]
+    return (f"wrote {path}: {len(returns)} trajectories, return {np.mean(returns):.1f} ± "
+            f"{np.std(returns):.1f} (min {np.min(returns):.1f}, max {np.max(returns):.1f}), "
+            f"lengths {lengths.min().item()}-{lengths.max().item()}")
 
 
 def load_expert_file(path):
