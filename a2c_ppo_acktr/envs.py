@@ -489,19 +489,26 @@ class RunningMeanStd:
     def update(self, x):
         """x: (batch, *shape)."""
         # np.mean / np.var go through Python-level wrappers (~10-25 us each on a batch of 8);
-        # the same arithmetic with ufunc reductions is ~5x cheaper, and runs twice per step.
+        # the same arithmetic with ufunc reductions, in place where it can be, is ~5x cheaper,
+        # and runs twice per step.
         n = x.shape[0]
-        batch_mean = np.add.reduce(x, axis=0, dtype=np.float64) / n
+        batch_mean = np.add.reduce(x, axis=0, dtype=np.float64)
+        batch_mean /= n
         centred = x - batch_mean
-        self.update_from_moments(batch_mean, np.add.reduce(centred * centred, axis=0) / n, n)
+        centred *= centred
+        batch_var = np.add.reduce(centred, axis=0)
+        batch_var /= n
+        self.update_from_moments(batch_mean, batch_var, n)
 
     def update_from_moments(self, batch_mean, batch_var, batch_count):
         delta = batch_mean - self.mean
         tot_count = self.count + batch_count
-        m2 = (self.var * self.count + batch_var * batch_count
-              + np.square(delta) * self.count * batch_count / tot_count)
-        self.mean = self.mean + delta * batch_count / tot_count
-        self.var = m2 / tot_count
+        m2 = self.var * self.count
+        m2 += batch_var * batch_count
+        m2 += np.square(delta) * (self.count * batch_count / tot_count)
+        m2 /= tot_count
+        self.mean = self.mean + delta * (batch_count / tot_count)
+        self.var = m2
         self.count = tot_count
 
     def state_dict(self):
@@ -575,6 +582,14 @@ class VecEnvWrapper:
         self.venv.close()
 
 
+def _clip(x, bound):
+    """``np.clip(x, -bound, bound)`` as float32, in place on the fresh float64 array ``x``
+    (two ufunc calls: ``np.clip``'s Python-level wrapper costs more than the work here)."""
+    np.maximum(x, -bound, out=x)
+    np.minimum(x, bound, out=x)
+    return x.astype(np.float32)
+
+
 class VecNormalize(VecEnvWrapper):
     """Normalizes observations by running mean/std and rewards by the std of the discounted return.
 
@@ -603,8 +618,7 @@ class VecNormalize(VecEnvWrapper):
         if self.ob_rms is None:
             return obs
         rms = self.ob_rms
-        return np.clip((obs - rms.mean) / np.sqrt(rms.var + self.epsilon),
-                       -self.clip_obs, self.clip_obs).astype(np.float32)
+        return _clip((obs - rms.mean) / np.sqrt(rms.var + self.epsilon), self.clip_obs)
 
     def _obs(self, obs):
         self.raw_obs = obs  # a fresh array from the vec env: no copy needed to keep it
@@ -621,10 +635,10 @@ class VecNormalize(VecEnvWrapper):
         obs = self._obs(obs)
         if self.ret_rms is not None:
             if self.training:
-                self.returns = self.returns * self.gamma + rewards
+                self.returns *= self.gamma
+                self.returns += rewards
                 self.ret_rms.update(self.returns)
-            rewards = np.clip(rewards / np.sqrt(self.ret_rms.var + self.epsilon),
-                              -self.clip_reward, self.clip_reward).astype(np.float32)
+            rewards = _clip(rewards / np.sqrt(self.ret_rms.var + self.epsilon), self.clip_reward)
         for info in infos:
             if "final_obs" in info:
                 info["final_obs"] = self.normalize_obs(info["final_obs"])
@@ -671,36 +685,35 @@ class VecPyTorch(VecEnvWrapper):
     def __init__(self, venv, device):
         super().__init__(venv)
         self.device = torch.device(device)
+        self._on_cpu = self.device.type == "cpu"  # then from_numpy is all: no copy, no .to()
         self._squeeze_actions = isinstance(self.action_space, spaces.Discrete)
         # The Gaussian policy is unbounded; the env gets its sample clipped to the Box (MuJoCo's
         # control cost would otherwise charge for the excess), while the rollout keeps the
         # unclipped sample so that its log-probability stays exact (as SB3 and CleanRL do).
         self._clip = isinstance(self.action_space, spaces.Box)
 
-    def _to_torch(self, array):
+    def _to_torch(self, array, keep_dtype=False):
         t = torch.from_numpy(np.asarray(array))  # no copy on the CPU
-        if t.dtype not in (torch.uint8, torch.float32):
+        if not keep_dtype and t.dtype not in (torch.uint8, torch.float32):
             t = t.float()
-        return t.to(self.device, non_blocking=True)
+        return t if self._on_cpu else t.to(self.device, non_blocking=True)
 
     def reset(self):
         return self._to_torch(self.venv.reset())
 
     def step(self, actions):
-        if self._squeeze_actions and actions.dim() == 2:
-            actions = actions.squeeze(1)  # (N, 1) long -> (N,)
         actions = actions.cpu().numpy()
-        if self._clip:
-            actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        if self._squeeze_actions and actions.ndim == 2:
+            actions = actions.reshape(-1)  # (N, 1) long -> (N,)
+        if self._clip:  # a fresh array: the env may keep it
+            actions = np.minimum(np.maximum(actions, self.action_space.low), self.action_space.high)
         obs, reward, terminated, truncated, infos = self.venv.step(actions)
         for info in infos:
             if "final_obs" in info:
                 info["final_obs"] = self._to_torch(info["final_obs"])
-        reward = torch.from_numpy(np.asarray(reward, np.float32)).unsqueeze(1)  # (N, 1)
-        reward = reward.to(self.device, non_blocking=True)
-        terminated = torch.from_numpy(terminated).to(self.device, non_blocking=True)
-        truncated = torch.from_numpy(truncated).to(self.device, non_blocking=True)
-        return self._to_torch(obs), reward, terminated, truncated, infos
+        reward = np.asarray(reward, np.float32).reshape(-1, 1)  # (N, 1)
+        return (self._to_torch(obs), self._to_torch(reward), self._to_torch(terminated, True),
+                self._to_torch(truncated, True), infos)
 
 
 class VecPyTorchFrameStack(VecEnvWrapper):

@@ -3,17 +3,34 @@
 One function for every caller (``main.py``, the asynchronous sampler, the scale-out workers), so
 the handling of episode ends and truncation lives in one place.
 """
+import numpy as np
 import torch
 
 
+def episode_masks(terminated, truncated):
+    """-> masks (N, 1), bad_masks (N, 1) float32 CPU tensors, truncated (N,) numpy bool.
+
+    ``masks`` are 0 where the episode ended (either way), ``bad_masks`` 0 where a time limit cut
+    it; ``truncated`` excludes episodes that terminated on their last allowed step (those ended
+    by the task, not the clock). Done in numpy: on N flags each torch op would cost more than
+    the whole of this; ``RolloutStorage.insert`` copies them to its device.
+    """
+    terminated, truncated = terminated.cpu().numpy(), truncated.cpu().numpy()
+    truncated = truncated & ~terminated
+    masks = torch.from_numpy((~(terminated | truncated)).astype(np.float32)[:, None])
+    bad_masks = torch.from_numpy((~truncated).astype(np.float32)[:, None])
+    return masks, bad_masks, truncated
+
+
 def truncation_values(actor_critic, infos, truncated, rnn_hxs):
-    """Values of the real final observations of the envs cut by a time limit -> (N, 1).
+    """Values of the real final observations of the envs cut by a time limit (``truncated``,
+    (N,) numpy bool) -> (N, 1).
 
     The vector env has already reset those envs; it kept each final observation in
     ``infos[i]["final_obs"]`` (normalized like any observation).
     """
     values = torch.zeros(truncated.shape[0], 1, device=rnn_hxs.device)
-    idx = truncated.nonzero().squeeze(1)
+    idx = torch.from_numpy(np.flatnonzero(truncated)).to(rnn_hxs.device)
     final_obs = torch.stack([infos[i]["final_obs"] for i in idx.tolist()])
     with torch.inference_mode():
         values[idx] = actor_critic.get_value(
@@ -40,12 +57,9 @@ def collect_rollout(envs, actor_critic, rollouts, episode_rewards, use_proper_ti
             if "timeouts" in info and timeouts is not None:
                 timeouts[i] = info["timeouts"]
 
-        # An episode that terminated on its last allowed step ended by the task, not the clock.
-        truncated = truncated & ~terminated
-        masks = (~(terminated | truncated)).float().unsqueeze(1)   # (N, 1)
-        bad_masks = (~truncated).float().unsqueeze(1)              # (N, 1)
+        masks, bad_masks, truncated = episode_masks(terminated, truncated)
         bootstrap = None
-        if use_proper_time_limits and bool(truncated.any()):
+        if use_proper_time_limits and truncated.any():
             bootstrap = truncation_values(actor_critic, infos, truncated, rnn_hxs)
         rollouts.insert(obs, rnn_hxs, action, action_log_prob, value, reward, masks, bad_masks,
                         bootstrap)
