@@ -141,9 +141,13 @@ class CNNBase(NNBase):
             init(nn.Conv2d(64, 32, 3, stride=1), relu_gain), nn.ReLU(), nn.Flatten(),
             init(nn.Linear(32 * 7 * 7, hidden_size), relu_gain), nn.ReLU())
         self.critic_linear = init(nn.Linear(hidden_size, 1))
+        # Channels-last (NHWC) convolutions: oneDNN's fast path on the CPU, ~1.5x faster for the
+        # PPO update on Atari batches here (scripts/bench_fps.py case d); tensor-core friendly on
+        # GPUs. The input is converted while still uint8, a quarter of the bytes of floats.
+        self.main.to(memory_format=torch.channels_last)
 
     def forward(self, inputs, rnn_hxs, masks):
-        x = self.main(inputs.float() / 255.0)
+        x = self.main(inputs.contiguous(memory_format=torch.channels_last).float() / 255.0)
         if self.is_recurrent:
             x, rnn_hxs = self._forward_gru(x, rnn_hxs, masks)
         return self.critic_linear(x), x, rnn_hxs

@@ -7,7 +7,7 @@
 
 Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and
 SB3 seed by seed so that machine noise hits both alike. Reported: env-steps/s (wall time of
-env creation + model creation + training), peak RSS of the process and its children, and the
+env creation + model creation + training; the imports are done before the clock starts), peak RSS of the process and its children, and the
 ratio ours / SB3, and the mean return of the last 20 training episodes of each run (so that
 ``--seeds 1 2 3`` also compares what was learned at equal env steps). Case (e), raw vector-env stepping, comes from ``scripts/bench_envs.py``.
 ``--against async`` compares our synchronous loop with ``--async-rollouts`` (same settings,
@@ -117,6 +117,13 @@ def one_measurement(impl, case, seed, vec_env):
     """Runs inside the subprocess: prints one JSON line."""
     c = CASES[case]
     extra = ["--vec-env", vec_env] if vec_env else []
+    # Imports (torch, gymnasium, SB3: ~2 s for either side) are done before the clock starts:
+    # they are no part of the training throughput, and would squeeze any ratio towards 1.
+    if impl == "sb3":
+        import stable_baselines3.common.env_util  # noqa: F401
+    else:
+        sys.path.insert(0, ROOT)
+        import main  # noqa: F401
     with tempfile.TemporaryDirectory() as workdir:
         start = time.perf_counter()
         if impl == "sb3":
