@@ -29,7 +29,6 @@ import sys
 import time
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -86,7 +85,7 @@ def log_prob_and_entropy(out, actions, discrete, logstd):
     return lp, (1.4189385332046727 + logstd).sum()
 
 
-def time_parts(c):
+def time_parts(c, seconds=1.0):
     """-> (env_us per vector step, act_us per vector step, update_us per env step)."""
     torch.set_num_threads(1)  # the faster setting for these MLPs on this machine
     n = c["n_envs"]
@@ -148,8 +147,8 @@ def time_parts(c):
         opt.step()
 
     steps_per_update = (c["epochs"] * c["minibatches"]) if ppo else 1
-    env_us, act_us = per_call_us(env_step), per_call_us(act)
-    update_us = per_call_us(update) * steps_per_update / (n * c["n_steps"])
+    env_us, act_us = per_call_us(env_step, seconds), per_call_us(act, seconds)
+    update_us = per_call_us(update, seconds) * steps_per_update / (n * c["n_steps"])
     for env in envs:
         env.close()
     return env_us, act_us, update_us

@@ -13,6 +13,11 @@ ratio ours / SB3, and the mean return of the last 20 training episodes of each r
 ``--against async`` compares our synchronous loop with ``--async-rollouts`` (same settings,
 alternating the same way) instead of with SB3.
 
+Both optimise the same loss: SB3 gets ``clip_range_vf`` (our PPO clips the value loss, as the
+original), ours a value-loss coefficient that matches SB3's ``vf_coef`` (``value_loss_coef``).
+One difference remains: ours normalizes advantages over the whole rollout (as the original),
+SB3 per minibatch.
+
 Cases (as issue #2 defines them):
   a  PPO CartPole-v1, 8 envs x 128 steps, 4 epochs, 4 minibatches, 100k steps
   b  A2C CartPole-v1, 8 envs x 5 steps, 100k steps
@@ -51,6 +56,12 @@ def peak_rss_mb():
     return (own + children) / 1024.0
 
 
+def value_loss_coef(c):
+    """Ours for SB3's ``vf_coef=0.5``: our PPO (as the original) halves the squared error
+    (``0.5 * (R - V)^2``), SB3's does not; A2C does not in either."""
+    return "1.0" if c["algo"] == "ppo" else "0.5"
+
+
 def run_ours(c, seed, workdir, extra=()):
     sys.path.insert(0, ROOT)
     import main as ours
@@ -58,7 +69,7 @@ def run_ours(c, seed, workdir, extra=()):
             "--num-steps", str(c["n_steps"]), "--ppo-epoch", str(c["epochs"]),
             "--num-mini-batch", str(c["minibatches"]), "--num-env-steps", str(c["total"]),
             "--lr", str(c["lr"]), "--entropy-coef", str(c["ent"]), "--gamma", "0.99",
-            "--gae-lambda", "0.95", "--value-loss-coef", "0.5", "--max-grad-norm", "0.5",
+            "--gae-lambda", "0.95", "--value-loss-coef", value_loss_coef(c), "--max-grad-norm", "0.5",
             "--eps", "1e-5", "--seed", str(seed), "--log-interval", "1000000",
             "--save-interval", "1000000", "--log-dir", os.path.join(workdir, "logs"),
             "--save-dir", os.path.join(workdir, "models"), "--no-cuda",
@@ -96,7 +107,9 @@ def run_sb3(c, seed, workdir):
                   vf_coef=0.5, max_grad_norm=0.5, seed=seed, device="cpu", verbose=0)
     if c["algo"] == "ppo":
         model = PPO(policy, env, batch_size=c["n_envs"] * c["n_steps"] // c["minibatches"],
-                    n_epochs=c["epochs"], gae_lambda=0.95, clip_range=0.2, **common)
+                    n_epochs=c["epochs"], gae_lambda=0.95, clip_range=0.2,
+                    clip_range_vf=0.2,  # ours clips the value loss too, as the original
+                    **common)
     else:
         model = A2C(policy, env, gae_lambda=1.0, rms_prop_eps=1e-5, **common)
     model.learn(total_timesteps=c["total"])

@@ -1,4 +1,6 @@
 """Policy: shapes per action space, act/evaluate_actions agreement, GRU masking equals unrolling."""
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -103,3 +105,17 @@ def test_gru_state_is_reset_by_mask():
     _, _, h_zero = base(x, torch.zeros(2, 8), torch.ones(2, 1))
     _, _, h_masked = base(x, torch.randn(2, 8), torch.zeros(2, 1))
     torch.testing.assert_close(h_masked, h_zero)
+
+
+def test_cnn_base_channels_last_equals_plain_nature_cnn():
+    """The channels-last layout is a speed choice only: same outputs as the same layers run on
+    contiguous (NCHW) tensors, so checkpoints and feature order are unchanged."""
+    torch.manual_seed(0)
+    base = CNNBase(4, hidden_size=512)
+    plain = copy.deepcopy(base.main).to(memory_format=torch.contiguous_format)
+    obs = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    value, features, _ = base(obs, torch.zeros(5, 1), torch.ones(5, 1))
+    expected = plain(obs.float() / 255.0)
+    assert all(not p.is_contiguous() for p in base.main.parameters() if p.dim() == 4)
+    torch.testing.assert_close(features, expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(value, base.critic_linear(expected), rtol=1e-4, atol=1e-5)
