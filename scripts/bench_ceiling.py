@@ -13,8 +13,8 @@ barest form, and adds them up per env step:
           calls, no ``nn.Module``) on the batch of observations, plus sampling and the
           log-probability, under ``torch.inference_mode``.
   update  one gradient step on a minibatch: the same forward, the PPO (or A2C) loss, backward,
-          gradient-norm clipping and fused Adam (RMSprop for A2C), times the number of such
-          steps per env step the case makes (PPO: epochs x minibatches / (envs x steps)).
+          gradient-norm clipping and fused Adam (foreach RMSprop for A2C), times the number of
+          such steps per env step the case makes (PPO: epochs x minibatches / (envs x steps)).
 
 ceiling fps = 1 / (env / N + act / N + update share). Nothing a real trainer needs on top
 (storage, GAE, normalization, monitor files, logging) is counted, so a real run is slower.
@@ -127,7 +127,7 @@ def time_parts(c, seconds=1.0):
     if ppo:
         opt = torch.optim.Adam(params, lr=c["lr"], eps=1e-5, fused=True)
     else:
-        opt = torch.optim.RMSprop(params, lr=c["lr"], eps=1e-5, alpha=0.99)
+        opt = torch.optim.RMSprop(params, lr=c["lr"], eps=1e-5, alpha=0.99, foreach=True)
     xb = torch.randn(batch, n_obs)
     ab = torch.randint(0, n_act, (batch, 1)) if discrete else torch.randn(batch, n_act)
     adv, ret, old_lp = torch.randn(batch, 1), torch.randn(batch, 1), torch.randn(batch, 1)
@@ -143,7 +143,7 @@ def time_parts(c, seconds=1.0):
         loss = policy_loss + 0.5 * (ret - values).pow(2).mean() - c["ent"] * entropy
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 0.5)
+        torch.nn.utils.clip_grad_norm_(params, 0.5, foreach=True)
         opt.step()
 
     steps_per_update = (c["epochs"] * c["minibatches"]) if ppo else 1

@@ -30,7 +30,10 @@ class A2C_ACKTR:
         if acktr:
             self.optimizer = KFACOptimizer(actor_critic)
         else:
-            self.optimizer = optim.RMSprop(actor_critic.parameters(), lr, eps=eps, alpha=alpha)
+            # foreach: one call for all parameters; on the CPU torch defaults to a Python loop
+            # over them, which costs more than the arithmetic for small networks.
+            self.optimizer = optim.RMSprop(actor_critic.parameters(), lr, eps=eps, alpha=alpha,
+                                           foreach=True)
         self.stats = {}
 
     def update(self, rollouts):
@@ -74,6 +77,6 @@ class A2C_ACKTR:
         (value_loss * self.value_loss_coef + action_loss
          - dist_entropy * self.entropy_coef).backward()
         if not self.acktr:
-            nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm)
+            nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm, foreach=True)
         self.optimizer.step()
         return value_loss.item(), action_loss.item(), dist_entropy.item()

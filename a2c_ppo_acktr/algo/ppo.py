@@ -61,7 +61,9 @@ class PPO:
                 self.optimizer.zero_grad(set_to_none=True)
                 (value_loss * self.value_loss_coef + action_loss
                  - dist_entropy * self.entropy_coef).backward()
-                nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm)
+                # foreach: as the optimizer, one call rather than a loop over the parameters
+                nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm,
+                                         foreach=True)
                 self.optimizer.step()
 
                 with torch.no_grad():
