@@ -30,8 +30,8 @@ def truncation_values(actor_critic, infos, truncated, rnn_hxs):
     ``infos[i]["final_obs"]`` (normalized like any observation).
     """
     values = torch.zeros(truncated.shape[0], 1, device=rnn_hxs.device)
-    idx = torch.from_numpy(np.flatnonzero(truncated)).to(rnn_hxs.device)
-    final_obs = torch.stack([infos[i]["final_obs"] for i in idx.tolist()])
+    idx = np.flatnonzero(truncated).tolist()
+    final_obs = torch.stack([infos[i]["final_obs"] for i in idx])
     with torch.inference_mode():
         values[idx] = actor_critic.get_value(
             final_obs, rnn_hxs[idx], torch.ones(len(idx), 1, device=rnn_hxs.device))
