@@ -7,9 +7,10 @@
 
 Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and
 SB3 seed by seed so that machine noise hits both alike. Reported: env-steps/s (wall time of
-env creation + model creation + training; the imports are done before the clock starts), peak RSS of the process and its children, and the
-ratio ours / SB3, and the mean return of the last 20 training episodes of each run (so that
-``--seeds 1 2 3`` also compares what was learned at equal env steps). Case (e), raw vector-env stepping, comes from ``scripts/bench_envs.py``.
+env creation + model creation + training; the imports are done before the clock starts), peak
+RSS of the process and its children, the ratio ours / SB3, and the mean return of the last 20
+training episodes of each run (so that ``--seeds 1 2 3`` also compares what was learned at
+equal env steps). Case (e), raw vector-env stepping, comes from ``scripts/bench_envs.py``.
 ``--against async`` compares our synchronous loop with ``--async-rollouts`` (same settings,
 alternating the same way) instead of with SB3.
 
@@ -69,7 +70,8 @@ def run_ours(c, seed, workdir, extra=()):
             "--num-steps", str(c["n_steps"]), "--ppo-epoch", str(c["epochs"]),
             "--num-mini-batch", str(c["minibatches"]), "--num-env-steps", str(c["total"]),
             "--lr", str(c["lr"]), "--entropy-coef", str(c["ent"]), "--gamma", "0.99",
-            "--gae-lambda", "0.95", "--value-loss-coef", value_loss_coef(c), "--max-grad-norm", "0.5",
+            "--gae-lambda", "0.95", "--value-loss-coef", value_loss_coef(c),
+            "--max-grad-norm", "0.5",
             "--eps", "1e-5", "--seed", str(seed), "--log-interval", "1000000",
             "--save-interval", "1000000", "--log-dir", os.path.join(workdir, "logs"),
             "--save-dir", os.path.join(workdir, "models"), "--no-cuda",
