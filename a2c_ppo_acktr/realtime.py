@@ -245,6 +245,11 @@ class RealTimeEnv(gym.Env):
         self._paused = True
         self._last_return = None
 
+    def pause(self):
+        """The vector envs' optional capability (``envs.vec_env``): hold still until the next
+        step, i.e. ``wait``."""
+        self.wait()
+
     def benchmarks(self):
         """``{name_mean, name_dev}`` in seconds for time_step_duration, step_time (inside
         ``step``) and inference_time (caller's time between steps), NaN before a sample (and

@@ -1,0 +1,30 @@
+"""Environments: construction, vectorization, normalization and torch conversion.
+
+Layers, innermost first (``make_vec_envs`` builds the whole stack)::
+
+    single.make_env          gym env + Monitor (+ DeepMind Atari wrappers, CHW images, seeding)
+    vec_env.DummyVecEnv /    numpy batch of N envs with same-step autoreset
+    shmem.ShmemVecEnv
+    normalize.VecNormalize   running obs / discounted-return normalization (vector obs only)
+    torch_vec.VecPyTorch     numpy <-> torch on ``device``
+    torch_vec.VecPyTorchFrameStack   frame stacking on ``device`` (images, or when asked)
+"""
+from a2c_ppo_acktr.envs.make import VEC_ENV_KINDS, make_vec_envs
+from a2c_ppo_acktr.envs.normalize import (
+    RunningMeanStd,
+    VecNormalize,
+    get_vec_normalize,
+    merge_normalizer,
+    normalizer_delta,
+    normalizer_state,
+)
+from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
+from a2c_ppo_acktr.envs.single import check_env_kwargs, make_env
+from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
+from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnvWrapper
+
+__all__ = [
+    "VEC_ENV_KINDS", "DummyVecEnv", "RunningMeanStd", "ShmemVecEnv", "VecEnvWrapper",
+    "VecNormalize", "VecPyTorch", "VecPyTorchFrameStack", "check_env_kwargs", "get_vec_normalize",
+    "make_env", "make_vec_envs", "merge_normalizer", "normalizer_delta", "normalizer_state",
+]

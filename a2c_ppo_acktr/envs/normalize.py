@@ -1,0 +1,175 @@
+"""Running normalization of observations and returns (``VecNormalize``), and merging the
+statistics of several copies (Ray workers, DDP ranks)."""
+import numpy as np
+import torch
+
+from a2c_ppo_acktr.envs.vec_env import VecEnvWrapper
+
+class RunningMeanStd:
+    """Running mean / variance of a stream of batches (parallel algorithm, as baselines / SB3)."""
+
+    def __init__(self, epsilon=1e-4, shape=()):
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = epsilon
+
+    def update(self, x):
+        """x: (batch, *shape)."""
+        # np.mean / np.var go through Python-level wrappers (~10-25 us each on a batch of 8);
+        # the same arithmetic with ufunc reductions, in place where it can be, is ~5x cheaper,
+        # and runs twice per step.
+        n = x.shape[0]
+        batch_mean = np.add.reduce(x, axis=0, dtype=np.float64)
+        batch_mean /= n
+        centred = x - batch_mean
+        centred *= centred
+        batch_var = np.add.reduce(centred, axis=0)
+        batch_var /= n
+        self.update_from_moments(batch_mean, batch_var, n)
+
+    def update_from_moments(self, batch_mean, batch_var, batch_count):
+        delta = batch_mean - self.mean
+        tot_count = self.count + batch_count
+        m2 = self.var * self.count
+        m2 += batch_var * batch_count
+        m2 += np.square(delta) * (self.count * batch_count / tot_count)
+        m2 /= tot_count
+        self.mean = self.mean + delta * (batch_count / tot_count)
+        self.var = m2
+        self.count = tot_count
+
+    def state_dict(self):
+        return {"mean": torch.from_numpy(np.array(self.mean)),
+                "var": torch.from_numpy(np.array(self.var)), "count": float(self.count)}
+
+    def load_state_dict(self, d):
+        self.mean = d["mean"].numpy().astype(np.float64)
+        self.var = d["var"].numpy().astype(np.float64)
+        self.count = float(d["count"])
+
+
+def normalizer_delta(before, after):
+    """The data a VecNormalize saw between two of its ``state_dict``s, as moments of its own.
+
+    Inverts the parallel merge of ``RunningMeanStd.update_from_moments``: returns
+    ``{name: (mean, var, count)}`` (numpy float64, float) of the new data alone, or an empty dict
+    when nothing was seen. Scale-out copies of the normalizer (Ray workers, DDP ranks) start from
+    the learner's statistics, run, and send back this delta; ``merge_normalizer`` adds the deltas
+    of all copies to the learner's statistics, which then equal those of one normalizer fed every
+    copy's data (the merge is exact and order-free up to float rounding).
+    """
+    delta = {}
+    for name, a in after.items():
+        b = before[name]
+        n = a["count"] - b["count"]
+        if n <= 0:
+            continue
+        mb, vb, nb = b["mean"].numpy(), b["var"].numpy(), b["count"]
+        ma, va, na = a["mean"].numpy(), a["var"].numpy(), a["count"]
+        mean = (na * ma - nb * mb) / n
+        m2 = va * na - vb * nb - np.square(mean - mb) * nb * n / na
+        delta[name] = (mean, np.maximum(m2 / n, 0.0), n)
+    return delta
+
+
+def merge_normalizer(state, deltas):
+    """``state`` (a ``VecNormalize.state_dict``) with the data of each of ``deltas`` merged in."""
+    merged = {}
+    for name, s in state.items():
+        rms = RunningMeanStd()
+        rms.load_state_dict(s)
+        for delta in deltas:
+            if name in delta:
+                rms.update_from_moments(*delta[name])
+        merged[name] = rms.state_dict()
+    return merged
+
+
+def _clip(x, bound):
+    """``np.clip(x, -bound, bound)`` as float32, in place on the fresh float64 array ``x``
+    (two ufunc calls: ``np.clip``'s Python-level wrapper costs more than the work here)."""
+    np.maximum(x, -bound, out=x)
+    np.minimum(x, bound, out=x)
+    return x.astype(np.float32)
+
+
+class VecNormalize(VecEnvWrapper):
+    """Normalizes observations by running mean/std and rewards by the std of the discounted return.
+
+    Numerically the same as SB3's VecNormalize. ``eval()`` freezes the statistics; the
+    ``final_obs`` in infos is normalized too (without updating them).
+    """
+
+    def __init__(self, venv, ob=True, ret=True, clip_obs=10., clip_reward=10., gamma=0.99, epsilon=1e-8):
+        super().__init__(venv)
+        self.ob_rms = RunningMeanStd(shape=self.observation_space.shape) if ob else None
+        self.ret_rms = RunningMeanStd(shape=()) if ret else None
+        self.clip_obs, self.clip_reward = clip_obs, clip_reward
+        self.gamma, self.epsilon = gamma, epsilon
+        self.returns = np.zeros(self.num_envs)  # (N,) discounted return so far, float64
+        self.training = True
+        self.raw_obs = None  # the last un-normalized observations (gail_experts/generate.py)
+
+    def train(self):
+        self.training = True
+
+    def eval(self):
+        self.training = False
+
+    def normalize_obs(self, obs):
+        """Normalize (and clip) without updating the statistics; returns float32."""
+        if self.ob_rms is None:
+            return obs
+        rms = self.ob_rms
+        return _clip((obs - rms.mean) / np.sqrt(rms.var + self.epsilon), self.clip_obs)
+
+    def _obs(self, obs):
+        self.raw_obs = obs  # a fresh array from the vec env: no copy needed to keep it
+        if self.ob_rms is not None and self.training:
+            self.ob_rms.update(obs)
+        return self.normalize_obs(obs)
+
+    def reset(self):
+        self.returns = np.zeros(self.num_envs)
+        return self._obs(self.venv.reset())
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, infos = self.venv.step(actions)
+        obs = self._obs(obs)
+        if self.ret_rms is not None:
+            if self.training:
+                self.returns *= self.gamma
+                self.returns += rewards
+                self.ret_rms.update(self.returns)
+            rewards = _clip(rewards / np.sqrt(self.ret_rms.var + self.epsilon), self.clip_reward)
+        for info in infos:
+            if "final_obs" in info:
+                info["final_obs"] = self.normalize_obs(info["final_obs"])
+        self.returns[terminated | truncated] = 0.0
+        return obs, rewards, terminated, truncated, infos
+
+    def state_dict(self):
+        """Running statistics as tensors / floats (safe for ``torch.load(weights_only=True)``)."""
+        pairs = (("ob_rms", self.ob_rms), ("ret_rms", self.ret_rms))
+        return {name: rms.state_dict() for name, rms in pairs if rms is not None}
+
+    def load_state_dict(self, d):
+        for name in ("ob_rms", "ret_rms"):
+            rms = getattr(self, name)
+            if rms is not None and name in d:
+                rms.load_state_dict(d[name])
+
+
+def get_vec_normalize(venv):
+    """The VecNormalize in the ``.venv`` chain of ``venv``, or None."""
+    while venv is not None:
+        if isinstance(venv, VecNormalize):
+            return venv
+        venv = getattr(venv, "venv", None)
+    return None
+
+
+def normalizer_state(venv):
+    """``state_dict()`` of the VecNormalize in ``venv``'s chain (for checkpoints), or None."""
+    vec_norm = get_vec_normalize(venv)
+    return vec_norm.state_dict() if vec_norm is not None else None

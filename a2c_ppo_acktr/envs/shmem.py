@@ -1,0 +1,244 @@
+"""``ShmemVecEnv``: N envs in worker processes, talking through one shared-memory buffer."""
+import copyreg
+import io
+import mmap
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import tempfile
+import traceback
+from multiprocessing import reduction
+
+import cloudpickle
+import numpy as np
+
+from a2c_ppo_acktr.envs.vec_env import _benchmark_block, _num_cpus, _pause_block, _reset_block, _step_block
+
+def _shared_layout(n, observation_space, action_space):
+    """Byte layout of the shared buffer: name -> (dtype, shape, offset); plus the total size."""
+    fields = [("obs", observation_space.dtype, observation_space.shape),
+              ("actions", action_space.dtype, action_space.shape),
+              ("rewards", np.float32, ()), ("terminated", bool, ()), ("truncated", bool, ())]
+    layout, offset = {}, 0
+    for name, dtype, shape in fields:
+        dtype = np.dtype(dtype)
+        layout[name] = (dtype.str, (n, *shape), offset)
+        offset += -(-n * int(np.prod(shape)) * dtype.itemsize // 64) * 64  # 64-byte aligned
+    return layout, max(offset, 1)
+
+
+def _shared_views(buf, layout, lo=0, hi=None):
+    """numpy views (rows lo:hi) on the shared buffer, keyed like the layout."""
+    return {name: np.ndarray(shape, dtype, buffer=buf, offset=offset)[lo:hi]
+            for name, (dtype, shape, offset) in layout.items()}
+
+
+class _RemoteError:
+    """What a worker sends back instead of a result when one of its envs raises."""
+
+    def __init__(self, env_index, message, tb):
+        self.env_index, self.message, self.traceback = env_index, message, tb
+
+
+def _reduce_numpy_scalar(x):
+    return type(x), (x.item(),)
+
+
+# numpy scalars (MuJoCo infos are full of them) pickle ~2.5x faster this way; same type and value.
+_DISPATCH_TABLE = copyreg.dispatch_table.copy()
+_DISPATCH_TABLE.update({t: _reduce_numpy_scalar
+                        for t in (np.float64, np.float32, np.int64, np.int32, np.bool_)})
+
+
+def _send(conn, obj):
+    """conn.send(obj), with the faster pickling of numpy scalars."""
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _DISPATCH_TABLE
+    pickler.dump(obj)
+    conn.send_bytes(buf.getbuffer())
+
+
+def _worker(conn, env_fns_blob, first_index):
+    """Worker process running envs first_index .. first_index + len(env_fns) - 1."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # on Ctrl-C the parent closes us in order
+    envs, index = [], first_index
+    try:
+        for fn in cloudpickle.loads(env_fns_blob):
+            envs.append(fn())
+            index += 1
+        conn.send((envs[0].observation_space, envs[0].action_space))
+        layout = conn.recv()
+        fd = reduction.recv_handle(conn)
+        buf = mmap.mmap(fd, 0)
+        os.close(fd)
+        v = _shared_views(buf, layout, first_index, first_index + len(envs))
+        while True:
+            cmd = conn.recv_bytes()
+            if cmd == b"s":
+                infos = _step_block(envs, v["actions"].copy(), v["obs"], v["rewards"],
+                                    v["terminated"], v["truncated"])
+                _send(conn, infos if any(infos) else None)  # usually all empty: send nothing
+            elif cmd == b"r":
+                _reset_block(envs, v["obs"])
+                conn.send(None)
+            elif cmd == b"p":
+                _pause_block(envs)
+                conn.send(None)
+            elif cmd == b"b":
+                conn.send(_benchmark_block(envs))
+            elif cmd == b"v":
+                conn.send(envs[0].render())
+            elif cmd == b"c":
+                break
+    except (EOFError, ConnectionError):
+        pass  # the parent is gone
+    except Exception as e:
+        index = first_index + getattr(e, "env_index", index - first_index)
+        try:
+            conn.send(_RemoteError(index, f"{type(e).__name__}: {e}", traceback.format_exc()))
+        except OSError:
+            pass
+    finally:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+
+
+def _mp_context():
+    """forkserver where available: fork is unsafe once torch has started threads, and a
+    forkserver that has already imported this module (torch, gymnasium) starts workers fast."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])  # no effect once the server runs; harmless then
+    return ctx
+
+
+def _anonymous_file(size):
+    """File descriptor of an unnamed file of ``size`` bytes (freed once the last user closes it)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("a2c_ppo_acktr-shmem")
+    else:
+        with tempfile.TemporaryFile() as f:
+            fd = os.dup(f.fileno())
+    os.ftruncate(fd, size)
+    return fd
+
+
+class ShmemVecEnv:
+    """N envs in ``num_workers`` subprocesses, each running a contiguous block of envs.
+
+    Observations, actions, rewards, terminated and truncated live in one shared-memory buffer;
+    the pipes carry only one-byte commands and the (usually empty) info lists. A failing env
+    raises RuntimeError here, naming its index, and closes the workers. Workers start through a
+    forkserver, so a script creating one needs the usual ``if __name__ == "__main__":`` guard.
+    """
+
+    def __init__(self, env_fns, num_workers=None):
+        self.num_envs = n = len(env_fns)
+        num_workers = max(1, min(n, num_workers or _num_cpus()))
+        bounds = np.linspace(0, n, num_workers + 1).round().astype(int)
+        self._blocks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+        self._conns, self._procs, self.closed = [], [], False
+        ctx = _mp_context()
+        for lo, hi in self._blocks:
+            parent_conn, child_conn = ctx.Pipe()  # a socket pair: can pass the buffer's fd
+            proc = ctx.Process(target=_worker, args=(child_conn, cloudpickle.dumps(env_fns[lo:hi]), lo),
+                               daemon=True)
+            proc.start()
+            child_conn.close()
+            self._conns.append(parent_conn)
+            self._procs.append(proc)
+        # Workers build their envs in parallel; then the buffer, sized from the spaces, goes out.
+        self.observation_space, self.action_space = [self._recv(w) for w in range(num_workers)][0]
+        layout, size = _shared_layout(n, self.observation_space, self.action_space)
+        fd = _anonymous_file(size)
+        try:
+            for conn, proc in zip(self._conns, self._procs):
+                conn.send(layout)
+                reduction.send_handle(conn, fd, proc.pid)
+            self._buf = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self._views = _shared_views(self._buf, layout)
+
+    def _recv(self, w):
+        """Reply of worker ``w``; on a worker error or death, close everything and raise."""
+        try:
+            reply = self._conns[w].recv()
+        except (EOFError, ConnectionError):
+            lo, hi = self._blocks[w]
+            self._procs[w].join(1.0)
+            self.close()
+            raise RuntimeError(f"ShmemVecEnv worker for envs {lo}..{hi - 1} died "
+                               f"(exit code {self._procs[w].exitcode})") from None
+        if isinstance(reply, _RemoteError):
+            self.close()
+            raise RuntimeError(f"env {reply.env_index} failed in a ShmemVecEnv worker: {reply.message}\n"
+                               f"worker traceback:\n{reply.traceback}")
+        return reply
+
+    def _check_open(self):
+        if self.closed:
+            raise RuntimeError("ShmemVecEnv is closed")
+
+    def _broadcast(self, cmd):
+        """Send a one-byte command to every worker; return their replies in worker order."""
+        self._check_open()
+        for conn in self._conns:
+            conn.send_bytes(cmd)
+        return [self._recv(w) for w in range(len(self._conns))]
+
+    def reset(self):
+        """Reset all envs; returns obs (N, *obs_shape)."""
+        self._broadcast(b"r")
+        return self._views["obs"].copy()
+
+    def step(self, actions):
+        """Returns obs (N, *obs_shape), rewards (N,) f32, terminated (N,), truncated (N,), infos."""
+        self._check_open()
+        v = self._views
+        v["actions"][:] = np.asarray(actions).reshape(v["actions"].shape)
+        infos = []
+        for block, (lo, hi) in zip(self._broadcast(b"s"), self._blocks):
+            infos.extend(block if block is not None else [{} for _ in range(hi - lo)])
+        # Copies: the workers overwrite the buffer on the next step.
+        return (v["obs"].copy(), v["rewards"].copy(), v["terminated"].copy(), v["truncated"].copy(),
+                infos)
+
+    def pause(self):
+        self._broadcast(b"p")
+
+    def benchmarks(self):
+        return [b for block in self._broadcast(b"b") for b in block]
+
+    def render(self):
+        self._check_open()
+        self._conns[0].send_bytes(b"v")
+        return self._recv(0)
+
+    @property
+    def pids(self):
+        """Worker process ids (for resource measurements)."""
+        return [p.pid for p in self._procs]
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        for conn in self._conns:
+            try:
+                conn.send_bytes(b"c")
+            except OSError:
+                pass  # that worker is already gone
+        for proc in self._procs:
+            proc.join(2.0)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+        for conn in self._conns:
+            conn.close()

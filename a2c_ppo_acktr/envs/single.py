@@ -1,0 +1,136 @@
+"""One env: ``gym.make`` plus Monitor, DeepMind Atari preprocessing, CHW images and seeding."""
+import difflib
+import json
+import os
+
+import gymnasium as gym
+from gymnasium import spaces
+from stable_baselines3.common.atari_wrappers import (
+    ClipRewardEnv,
+    EpisodicLifeEnv,
+    FireResetEnv,
+    MaxAndSkipEnv,
+    NoopResetEnv,
+    WarpFrame,
+)
+from stable_baselines3.common.monitor import Monitor
+
+_ale_registered = False
+
+
+def _register_ale():
+    """Register the ALE ids with gymnasium (gymnasium 1.x no longer does it on its own)."""
+    global _ale_registered
+    if not _ale_registered:
+        try:
+            import ale_py
+        except ImportError:
+            return
+        gym.register_envs(ale_py)
+        _ale_registered = True
+
+
+def _env_spec(env_id):
+    """``gym.spec(env_id)``, registering the Atari ids on a miss; a one-line ValueError if unknown."""
+    for attempt in range(2):
+        try:
+            return gym.spec(env_id)
+        except gym.error.Error:
+            if attempt == 0:
+                _register_ale()  # ale_py is imported only when the id is not a stock one
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ValueError(f"unknown env id {env_id!r}{hint}")
+
+
+def _is_atari(spec):
+    return "ale_py" in str(spec.entry_point)
+
+
+class TransposeImage(gym.ObservationWrapper):
+    """HWC image observations -> CHW, the layout torch convolutions expect."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = spaces.Box(
+            space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1), dtype=space.dtype)
+
+    def observation(self, observation):
+        return observation.transpose(2, 0, 1)
+
+
+class SeedFirstReset(gym.Wrapper):
+    """Seeds the env's first ``reset`` (gymnasium seeds through reset, not ``env.seed``)."""
+
+    def __init__(self, env, seed):
+        super().__init__(env)
+        self._seed = seed
+
+    def reset(self, *, seed=None, options=None):
+        if seed is None:
+            seed, self._seed = self._seed, None
+        return self.env.reset(seed=seed, options=options)
+
+
+def _monitor_t_start(path):
+    """``t_start`` in the JSON header of an existing monitor file, or None."""
+    try:
+        with open(path) as f:
+            return float(json.loads(f.readline()[1:])["t_start"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, monitor_append=False,
+             env_kwargs=None):
+    """Return a thunk building env ``rank``: gym env, Monitor, Atari preprocessing, CHW images.
+
+    The id is checked now (ValueError if unknown); the env itself is built when the thunk is
+    called, possibly in a worker process (thunks are cloudpickled there). ``env_kwargs`` go to
+    ``gym.make`` (they override ``render_mode`` and the Atari ``frameskip`` set here).
+    """
+    spec = _env_spec(env_id)
+    atari = _is_atari(spec)
+
+    def _thunk():
+        kwargs = {}
+        if atari:
+            _register_ale()  # a fresh worker process has not registered them yet
+            if spec.kwargs.get("frameskip", 1) != 1:
+                kwargs["frameskip"] = 1  # e.g. ALE/*-v5: MaxAndSkipEnv does the skipping
+        env = gym.make(env_id, **{"render_mode": render_mode, **kwargs, **(env_kwargs or {})})
+        if atari:
+            env = NoopResetEnv(env, noop_max=30)
+            env = MaxAndSkipEnv(env, skip=4)
+        if log_dir is not None:
+            # Inside EpisodicLife, so the CSV holds whole games with raw (unclipped) rewards.
+            filename = os.path.join(log_dir, str(rank))
+            t_start = _monitor_t_start(filename + ".monitor.csv") if monitor_append else None
+            env = Monitor(env, filename, allow_early_resets=allow_early_resets,
+                          override_existing=not monitor_append)
+            if t_start is not None:
+                env.t_start = t_start  # appended rows continue the file's clock
+        if atari:
+            env = EpisodicLifeEnv(env)
+            if "FIRE" in env.unwrapped.get_action_meanings():
+                env = FireResetEnv(env)
+            env = WarpFrame(env, width=84, height=84)
+            env = ClipRewardEnv(env)
+        shape = env.observation_space.shape
+        if shape is not None and len(shape) == 3 and shape[2] in (1, 3):
+            env = TransposeImage(env)
+        env = SeedFirstReset(env, seed + rank)
+        env.action_space.seed(seed + rank)
+        return env
+
+    return _thunk
+
+
+def check_env_kwargs(env_id, env_kwargs):
+    """Build and close one env with ``env_kwargs``: a bad key is a one-line ValueError here, not a
+    traceback from a worker process."""
+    try:
+        gym.make(env_id, **env_kwargs).close()
+    except (TypeError, ValueError) as e:  # TypeError: unknown key; ValueError: rejected value
+        raise ValueError(f"{env_id} rejects env kwargs {env_kwargs}: {str(e).splitlines()[0]}") from None

@@ -1,0 +1,86 @@
+"""The torch side of the stack: numpy <-> tensors on a device, and frame stacking."""
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from a2c_ppo_acktr.envs.vec_env import VecEnvWrapper
+
+class VecPyTorch(VecEnvWrapper):
+    """numpy vector env -> torch tensors on ``device``.
+
+    Observations: uint8 for images (the CNN scales them), float32 otherwise. ``step`` returns
+    obs (N, *obs_shape), reward (N, 1) float32, terminated (N,) bool, truncated (N,) bool, infos
+    (``final_obs`` converted to a tensor on ``device`` too).
+    """
+
+    def __init__(self, venv, device):
+        super().__init__(venv)
+        self.device = torch.device(device)
+        self._on_cpu = self.device.type == "cpu"  # then from_numpy is all: no copy, no .to()
+        self._squeeze_actions = isinstance(self.action_space, spaces.Discrete)
+        # The Gaussian policy is unbounded; the env gets its sample clipped to the Box (MuJoCo's
+        # control cost would otherwise charge for the excess), while the rollout keeps the
+        # unclipped sample so that its log-probability stays exact (as SB3 and CleanRL do).
+        self._clip = isinstance(self.action_space, spaces.Box)
+
+    def _to_torch(self, array, keep_dtype=False):
+        t = torch.from_numpy(np.asarray(array))  # no copy on the CPU
+        if not keep_dtype and t.dtype not in (torch.uint8, torch.float32):
+            t = t.float()
+        return t if self._on_cpu else t.to(self.device, non_blocking=True)
+
+    def reset(self):
+        return self._to_torch(self.venv.reset())
+
+    def step(self, actions):
+        actions = actions.cpu().numpy()
+        if self._squeeze_actions and actions.ndim == 2:
+            actions = actions.reshape(-1)  # (N, 1) long -> (N,)
+        if self._clip:  # a fresh array: the env may keep it
+            actions = np.minimum(np.maximum(actions, self.action_space.low), self.action_space.high)
+        obs, reward, terminated, truncated, infos = self.venv.step(actions)
+        for info in infos:
+            if "final_obs" in info:
+                info["final_obs"] = self._to_torch(info["final_obs"])
+        reward = np.asarray(reward, np.float32).reshape(-1, 1)  # (N, 1)
+        return (self._to_torch(obs), self._to_torch(reward), self._to_torch(terminated, True),
+                self._to_torch(truncated, True), infos)
+
+
+class VecPyTorchFrameStack(VecEnvWrapper):
+    """Stacks the last ``nstack`` observations along dim 1 (channels) on ``device``.
+
+    The stack of an env whose episode ended is zeroed but for the new first frame; its
+    ``final_obs`` becomes the previous stack shifted by one plus the final frame. Each step
+    returns a new tensor, so callers may keep the returned observations.
+    """
+
+    def __init__(self, venv, nstack, device):
+        super().__init__(venv)
+        self.nstack = nstack
+        space = venv.observation_space
+        self.shape_dim0 = space.shape[0]
+        reps = (nstack,) + (1,) * (len(space.shape) - 1)
+        self.observation_space = spaces.Box(np.tile(space.low, reps), np.tile(space.high, reps),
+                                            dtype=space.dtype)
+        dtype = torch.uint8 if space.dtype == np.uint8 else torch.float32
+        self.stacked_obs = torch.zeros((self.num_envs, *self.observation_space.shape), dtype=dtype,
+                                       device=torch.device(device))
+
+    def reset(self):
+        obs = self.venv.reset()
+        self.stacked_obs = torch.zeros_like(self.stacked_obs)
+        self.stacked_obs[:, -self.shape_dim0:] = obs
+        return self.stacked_obs
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, infos = self.venv.step(actions)
+        c, prev = self.shape_dim0, self.stacked_obs
+        stacked = torch.cat((prev[:, c:], obs), dim=1)  # (N, nstack * C, ...), a new tensor
+        # Episode ends are read from the infos (always set on done) to avoid a device sync.
+        for i, info in enumerate(infos):
+            if "final_obs" in info:
+                info["final_obs"] = torch.cat((prev[i, c:], info["final_obs"].to(prev.dtype)), dim=0)
+                stacked[i, :-c] = 0
+        self.stacked_obs = stacked
+        return stacked, reward, terminated, truncated, infos

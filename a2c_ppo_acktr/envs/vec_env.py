@@ -1,0 +1,132 @@
+"""The vector-env contract, ``DummyVecEnv`` and the base of the vector wrappers.
+
+A vector env of N envs has ``num_envs``, ``observation_space`` and ``action_space`` (of one env)
+and ``reset() -> obs (N, *obs_shape)``, ``step(actions) -> obs, rewards (N,) f32, terminated (N,),
+truncated (N,), infos`` (numpy), ``pause()``, ``benchmarks()``, ``render()``, ``close()``.
+
+Autoreset is *same-step*: when env i terminates or truncates, its real last observation goes to
+``infos[i]["final_obs"]``, the env is reset at once and the returned ``obs[i]`` is the first
+observation of the next episode, so no transition straddles two episodes.
+
+Optional capabilities of an env (looked up on ``env.unwrapped``, so that this layer needs no
+knowledge of real-time envs): ``pause()`` holds it still until its next step, and
+``benchmarks()`` returns a dict of its timing statistics. Envs without them are left alone.
+"""
+import os
+
+import numpy as np
+
+def _step_block(envs, actions, obs, rewards, terminated, truncated):
+    """Step ``envs`` with same-step autoreset, writing row j of each output array; return infos.
+
+    Shared by DummyVecEnv and the ShmemVecEnv workers so both give bit-identical results.
+    """
+    infos = []
+    for j, env in enumerate(envs):
+        try:
+            o, r, term, trunc, info = env.step(actions[j])
+            if term or trunc:
+                info["final_obs"] = np.array(o)  # a copy: the env may reuse its buffer
+                o, _ = env.reset()
+        except Exception as e:
+            e.env_index = j  # lets ShmemVecEnv name the env that failed
+            raise
+        obs[j] = o
+        rewards[j] = r
+        terminated[j] = term
+        truncated[j] = trunc
+        infos.append(info)
+    return infos
+
+
+def _pause_block(envs):
+    """Envs that can hold still (the optional ``pause`` capability) do so until the next step."""
+    for env in envs:
+        pause = getattr(env.unwrapped, "pause", None)
+        if pause is not None:
+            pause()
+
+
+def _benchmark_block(envs):
+    """The optional ``benchmarks()`` of each env (real-time envs' timing statistics), else None."""
+    return [env.unwrapped.benchmarks() if hasattr(env.unwrapped, "benchmarks") else None
+            for env in envs]
+
+
+def _reset_block(envs, obs):
+    for j, env in enumerate(envs):
+        try:
+            obs[j], _ = env.reset()
+        except Exception as e:
+            e.env_index = j
+            raise
+
+
+class DummyVecEnv:
+    """Runs N envs one after the other in this process (numpy in, numpy out)."""
+
+    def __init__(self, env_fns):
+        self.envs = [fn() for fn in env_fns]
+        self.num_envs = len(self.envs)
+        self.observation_space = self.envs[0].observation_space
+        self.action_space = self.envs[0].action_space
+
+    def reset(self):
+        """Reset all envs; returns obs (N, *obs_shape)."""
+        obs = np.empty((self.num_envs, *self.observation_space.shape), self.observation_space.dtype)
+        _reset_block(self.envs, obs)
+        return obs
+
+    def step(self, actions):
+        """Returns obs (N, *obs_shape), rewards (N,) f32, terminated (N,), truncated (N,), infos."""
+        n = self.num_envs
+        # Same cast as the shared action buffer of ShmemVecEnv; a fresh array, as an env may keep it.
+        actions = np.array(actions, dtype=self.action_space.dtype).reshape(n, *self.action_space.shape)
+        obs = np.empty((n, *self.observation_space.shape), self.observation_space.dtype)
+        rewards = np.empty(n, np.float32)
+        terminated = np.empty(n, bool)
+        truncated = np.empty(n, bool)
+        infos = _step_block(self.envs, actions, obs, rewards, terminated, truncated)
+        return obs, rewards, terminated, truncated, infos
+
+    def pause(self):
+        _pause_block(self.envs)
+
+    def benchmarks(self):
+        return _benchmark_block(self.envs)
+
+    def render(self):
+        return self.envs[0].render()
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+class VecEnvWrapper:
+    """Base of the wrappers below: what a wrapper does not change goes to ``self.venv``."""
+
+    def __init__(self, venv):
+        self.venv = venv
+        self.num_envs = venv.num_envs
+        self.observation_space = venv.observation_space
+        self.action_space = venv.action_space
+
+    def pause(self):
+        """Real-time envs hold still (default action, clock stopped) until the next step."""
+        self.venv.pause()
+
+    def benchmarks(self):
+        """Per env: its timing statistics (``RealTimeEnv.benchmarks()``) or None (not real-time)."""
+        return self.venv.benchmarks()
+
+    def render(self):
+        return self.venv.render()
+
+    def close(self):
+        self.venv.close()
+
+
+def _num_cpus():
+    """CPUs this process may run on (the affinity mask, which os.cpu_count() ignores)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
