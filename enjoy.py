@@ -32,8 +32,8 @@ from a2c_ppo_acktr.playback import add_checkpoint_args, build_policy, load, play
 PROG = "enjoy.py"
 
 
-def _fail(message, prog=PROG):
-    fail(message, prog=prog)
+def _fail(message):
+    fail(message, prog=PROG)
 
 
 def get_args(argv=None):

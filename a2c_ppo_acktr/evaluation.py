@@ -8,17 +8,19 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.envs import VecEnvWrapper, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.model import Policy
 
 # on_step(action, reward, infos): after the reset (None, None, []) and after every step.
 OnStep = Callable[[torch.Tensor | None, torch.Tensor | None, list[dict]], None]
 
 
-def run_episodes(policy: Policy, envs, num_episodes: int, deterministic: bool = True,
-                 on_step: OnStep | None = None, max_steps: int | None = None) -> list[float]:
-    """Let ``policy`` act on the vector env ``envs`` until ``num_episodes`` episodes finish (or
-    after ``max_steps`` steps); return the first ``num_episodes`` raw returns to finish.
+def run_episodes(policy: Policy, envs: VecEnvWrapper, num_episodes: int,
+                 deterministic: bool = True, on_step: OnStep | None = None,
+                 max_steps: int | None = None) -> list[float]:
+    """Let ``policy`` act on ``envs`` (a torch vector env, as ``make_vec_envs`` builds) until
+    ``num_episodes`` episodes finish (or for ``max_steps`` steps); return the first
+    ``num_episodes`` raw returns to finish.
 
     Raw: the Monitor's, unclipped and whole games for Atari. ``deterministic`` takes the mode of
     the action distribution. ``on_step`` is for the callers that render, record frames or record
@@ -42,7 +44,7 @@ def run_episodes(policy: Policy, envs, num_episodes: int, deterministic: bool = 
     return returns[:num_episodes]
 
 
-def freeze_normalization(envs, obs_rms: dict | None) -> None:
+def freeze_normalization(envs: VecEnvWrapper, obs_rms: dict | None) -> None:
     """Normalize observations with the training run's statistics ``obs_rms``
     (``VecNormalize.state_dict()``), not updated; a no-op for envs without a normalizer."""
     vec_norm = get_vec_normalize(envs)

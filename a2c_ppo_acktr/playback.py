@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import gymnasium as gym
 
 from a2c_ppo_acktr.arguments import fail
-from a2c_ppo_acktr.envs import make_vec_envs
+from a2c_ppo_acktr.envs import VecEnvWrapper, make_vec_envs
 from a2c_ppo_acktr.evaluation import freeze_normalization
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.utils import CheckpointError, check_checkpoint, load_checkpoint
@@ -70,7 +70,7 @@ def load(args: argparse.Namespace, prog: str) -> tuple[str, dict]:
 
 @contextlib.contextmanager
 def play_envs(args: argparse.Namespace, ckpt: dict, prog: str,
-              render_mode: str | None = None) -> Iterator:
+              render_mode: str | None = None) -> Iterator[VecEnvWrapper]:
     """One env in this process, built as the run built its envs (the checkpoint's env kwargs),
     seeded ``args.seed + 1000``; closed on exit."""
     with tempfile.TemporaryDirectory() as log_dir:  # for the Monitor: raw returns in infos
@@ -86,7 +86,8 @@ def play_envs(args: argparse.Namespace, ckpt: dict, prog: str,
             envs.close()
 
 
-def build_policy(args: argparse.Namespace, ckpt: dict, path: str, envs, prog: str) -> Policy:
+def build_policy(args: argparse.Namespace, ckpt: dict, path: str, envs: VecEnvWrapper,
+                 prog: str) -> Policy:
     """The checkpoint's policy, checked against ``envs``, in eval mode; the envs' normalization
     is frozen at the run's statistics."""
     obs_shape, action_space = tuple(envs.observation_space.shape), envs.action_space

@@ -20,9 +20,9 @@ barest form, and adds them up per env step:
 ceiling fps = 1 / (env / N + act / N + update share). Nothing a real trainer needs on top
 (storage, GAE, normalization, monitor files, logging) is counted, so a real run is slower.
 Each round alternates the timing of these parts with one full SB3 run of the case in a fresh
-process (``scripts/bench_fps.py``'s own measurement), on the same machine; the ratio ceiling / SB3 is an upper
-bound on ours / SB3 for any implementation that keeps gymnasium's per-env Python stepping and
-torch's eager CPU kernels.
+process (measured by ``scripts/bench_fps.py``), on the same machine; the ratio ceiling / SB3 is
+an upper bound on ours / SB3 for any implementation that keeps gymnasium's per-env Python
+stepping and torch's eager CPU kernels.
 """
 import argparse
 import json
@@ -43,7 +43,7 @@ TARGETS = {"a": 3.0, "b": 3.0, "c": 2.0}
 
 
 def sb3_fps(case, seed):
-    """SB3's env-steps/s on ``case``: one run measured by scripts/bench_fps.py, in a fresh process."""
+    """SB3's env-steps/s on ``case``: one run measured by scripts/bench_fps.py (a fresh process)."""
     out = subprocess.run([sys.executable, BENCH_FPS, "--one", "sb3", case, "--seed", str(seed)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.splitlines()[-1])["fps"]
