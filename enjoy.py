@@ -17,10 +17,8 @@ offscreen with ``MUJOCO_GL=egl`` unless MUJOCO_GL is set. A missing, unreadable 
 checkpoint is one line on stderr and exit status 2.
 """
 import argparse
-import glob
 import os
 import sys
-import tempfile
 
 import gymnasium as gym
 import numpy as np
@@ -28,25 +26,14 @@ import torch
 from stable_baselines3.common.monitor import Monitor
 
 from a2c_ppo_acktr.arguments import fail
-from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
-from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.utils import CheckpointError, check_checkpoint, load_checkpoint
+from a2c_ppo_acktr.evaluation import run_episodes
+from a2c_ppo_acktr.playback import add_checkpoint_args, build_policy, load, play_envs
 
-CHECKPOINT_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
-
-
-def _fail(message, prog="enjoy.py"):
-    fail(message, prog=prog)
+PROG = "enjoy.py"
 
 
-def add_checkpoint_args(p):
-    """The flags that find a checkpoint of main.py (``checkpoint_path``); generate.py has them too."""
-    p.add_argument("--env-name", default=None,
-                   help="gymnasium id (default: the checkpoint's, when --load-dir is a file)")
-    p.add_argument("--load-dir", default="./trained_models/",
-                   help="the --save-dir of main.py, or a .pt checkpoint file")
-    p.add_argument("--algo", default=None,
-                   help="a2c | ppo | acktr (default: the one with a checkpoint)")
+def _fail(message):
+    fail(message, prog=PROG)
 
 
 def get_args(argv=None):
@@ -66,67 +53,11 @@ def get_args(argv=None):
     return args
 
 
-# checkpoint_path, load and build_policy take the program name for their error lines:
-# gail_experts/generate.py uses them too.
-def checkpoint_path(args, prog="enjoy.py"):
-    if os.path.isfile(args.load_dir) or args.load_dir.endswith(".pt"):
-        return args.load_dir
-    if args.env_name is None:
-        _fail("--env-name is needed when --load-dir is a directory", prog)
-    name = args.env_name.replace("/", "_") + ".pt"
-    if args.algo is not None:
-        return os.path.join(args.load_dir, args.algo, name)
-    found = sorted(glob.glob(os.path.join(glob.escape(args.load_dir), "*", name)))
-    if len(found) > 1:
-        _fail(f"several checkpoints for {args.env_name}: {', '.join(found)}; choose with --algo",
-              prog)
-    return found[0] if found else os.path.join(args.load_dir, "<algo>", name)
-
-
-def load(args, prog="enjoy.py"):
-    path = checkpoint_path(args, prog)
-    if not os.path.isfile(path):
-        _fail(f"no checkpoint at {path} (main.py saves <save-dir>/<algo>/<env-name>.pt)", prog)
-    try:
-        ckpt = load_checkpoint(path)
-    except CheckpointError as e:
-        _fail(f"{e}; expected a state-dict checkpoint saved by main.py", prog)
-    if not isinstance(ckpt, dict) or not all(k in ckpt for k in CHECKPOINT_KEYS):
-        _fail(f"{path} is not a checkpoint saved by main.py "
-              f"(expected keys {', '.join(CHECKPOINT_KEYS)})", prog)
-    args.env_name = args.env_name or ckpt["env_name"]
-    if ckpt["env_name"] != args.env_name:
-        _fail(f"{path} holds a policy for {ckpt['env_name']}, not for --env-name {args.env_name}",
-              prog)
-    return path, ckpt
-
-
 def _first_env(envs):
     """Env 0 of the DummyVecEnv under the wrapper stack (a gym env, with its wrappers)."""
     while not hasattr(envs, "envs"):
         envs = envs.venv
     return envs.envs[0]
-
-
-def build_policy(args, ckpt, path, envs, prog="enjoy.py"):
-    obs_shape, action_space = tuple(envs.observation_space.shape), envs.action_space
-    try:
-        check_checkpoint(ckpt, path, args.env_name, obs_shape, action_space)
-    except CheckpointError as e:
-        _fail(str(e), prog)
-    policy = Policy(obs_shape, action_space, base_kwargs={"recurrent": ckpt["recurrent_policy"]})
-    try:
-        policy.load_state_dict(ckpt["actor_critic"])
-    except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."
-        first = " ".join(str(e).split("\n", 1)[-1].split()).split(". ")[0]
-        _fail(f"the policy in {path} does not fit {args.env_name} (observations {obs_shape}, "
-              f"actions {action_space}): {first}", prog)
-    vec_norm = get_vec_normalize(envs)
-    if vec_norm is not None:
-        vec_norm.eval()  # frozen: the training run's statistics
-        if ckpt["obs_rms"] is not None:
-            vec_norm.load_state_dict(ckpt["obs_rms"])
-    return policy.eval()
 
 
 def open_writer(path, env):
@@ -144,26 +75,20 @@ def play(args, policy, envs, writer):
     monitor = _first_env(envs)
     while not isinstance(monitor, Monitor):
         monitor = monitor.env
-    returns, steps = [], 0
-    obs = envs.reset()
-    rnn_hxs = torch.zeros(1, policy.recurrent_hidden_state_size)
-    masks = torch.zeros(1, 1)
-    if writer is not None:
-        writer.append_data(envs.render())
-    try:
-        while len(returns) < args.episodes and (args.max_steps is None or steps < args.max_steps):
-            with torch.inference_mode():
-                _, action, _, rnn_hxs = policy.act(obs, rnn_hxs, masks, not args.non_det)
-            obs, _, terminated, truncated, infos = envs.step(action)
-            masks = (~(terminated | truncated)).float().unsqueeze(1)
-            steps += 1
-            if writer is not None:
-                writer.append_data(envs.render())
-            episode = infos[0].get("episode")  # the Monitor's: raw return, all lives for Atari
+    returns = []
+
+    def on_step(action, reward, infos):
+        if writer is not None:
+            writer.append_data(envs.render())
+        for info in infos:
+            episode = info.get("episode")  # the Monitor's: raw return, all lives for Atari
             if episode is not None:
                 returns.append(float(episode["r"]))
                 print(f"episode {len(returns)}: return {returns[-1]:.1f}, length {episode['l']}",
                       flush=True)
+
+    try:
+        run_episodes(policy, envs, args.episodes, not args.non_det, on_step, args.max_steps)
     except KeyboardInterrupt:  # Ctrl-C while watching: stop, keeping the video and the summary
         print()
     if len(returns) < args.episodes and monitor.rewards:
@@ -177,7 +102,7 @@ def play(args, policy, envs, writer):
 
 def main(argv=None):
     args = get_args(argv)
-    path, ckpt = load(args)
+    path, ckpt = load(args, PROG)
     torch.set_num_threads(1)
     display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     if not display:  # offscreen: MuJoCo's default GL (glfw) and SDL (pygame, ALE) want a display
@@ -185,16 +110,10 @@ def main(argv=None):
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     render_mode = ("rgb_array" if args.record
                    else "human" if display and not args.no_render else None)
-    with tempfile.TemporaryDirectory() as log_dir:  # for the Monitor: raw returns in infos
-        try:
-            envs = make_vec_envs(args.env_name, args.seed + 1000, 1, None, log_dir, "cpu", False,
-                                 vec_env="dummy", render_mode=render_mode,
-                                 env_kwargs=ckpt.get("env_kwargs"))  # older files lack them
-        except (ValueError, gym.error.DependencyNotInstalled) as e:
-            _fail(str(e))
+    with play_envs(args, ckpt, PROG, render_mode) as envs:
         writer = None
         try:
-            policy = build_policy(args, ckpt, path, envs)
+            policy = build_policy(args, ckpt, path, envs, PROG)
             if args.record:
                 writer = open_writer(args.record, _first_env(envs))
             play(args, policy, envs, writer)
@@ -203,7 +122,6 @@ def main(argv=None):
         finally:
             if writer is not None:
                 writer.close()
-            envs.close()
     if args.record:
         print(f"wrote {args.record}")
     return 0

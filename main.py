@@ -20,13 +20,13 @@ from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.arguments import fail, get_args
 from a2c_ppo_acktr.distributed import DDP
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs, normalizer_state
+from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.realtime import mean_benchmarks
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.sampler import AsyncSampler
 from a2c_ppo_acktr.storage import RolloutStorage
-from evaluation import evaluate
 
 DEFAULT_THREADS = torch.get_num_threads()
 

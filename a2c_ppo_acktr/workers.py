@@ -43,6 +43,7 @@ from a2c_ppo_acktr.envs import (
     merge_normalizer,
     normalizer_delta,
 )
+from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -179,7 +180,6 @@ class Evaluator:
                              base_kwargs={"recurrent": args.recurrent_policy})
 
     def evaluate(self, snapshot, update, env_steps):
-        from evaluation import evaluate  # the repository root is on the workers' path
         os.makedirs(self.eval_log_dir, exist_ok=True)
         self.policy.load_state_dict(snapshot["weights"])
         returns = evaluate(self.policy, snapshot["obs_rms"], self.args.env_name, self.args.seed,

@@ -19,11 +19,9 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from a2c_ppo_acktr.algo.gail import save_expert_file  # noqa: E402
-from a2c_ppo_acktr.arguments import fail  # noqa: E402
-from a2c_ppo_acktr.envs import make_vec_envs  # noqa: E402
+from a2c_ppo_acktr.algo.gail import save_expert_file
+from a2c_ppo_acktr.arguments import fail
+from a2c_ppo_acktr.envs import make_vec_envs
 
 H5_KEYS = ("obs_B_T_Do", "a_B_T_Da", "r_B_T", "len_B")
 

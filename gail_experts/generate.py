@@ -9,27 +9,24 @@ Usage::
 
 The checkpoint is found as by ``enjoy.py`` (``<load-dir>/<algo>/<env-name>.pt``, or ``--load-dir``
 names the file). The policy acts deterministically (its mode) with the run's observation
-normalization frozen, for ``--episodes`` episodes on envs seeded ``seed + 1000``; the file
+normalization frozen, for ``--episodes`` episodes on the env the run trained on (its env kwargs),
+seeded ``seed + 1000``; the file
 ``<out-dir>/trajs_<env-name>.pt`` gets the raw observations and the actions the env ran (Box
 actions clipped to the space), in the layout described in ``a2c_ppo_acktr/algo/gail.py``,
 written atomically and loadable with ``torch.load(weights_only=True)``.
 """
 import argparse
-import os
 import sys
-import tempfile
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import enjoy  # noqa: E402
-from a2c_ppo_acktr.algo.gail import save_expert_file  # noqa: E402
-from a2c_ppo_acktr.arguments import fail  # noqa: E402
-from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs  # noqa: E402
-
+from a2c_ppo_acktr.algo.gail import save_expert_file
+from a2c_ppo_acktr.arguments import fail
+from a2c_ppo_acktr.envs import get_vec_normalize
+from a2c_ppo_acktr.evaluation import run_episodes
+from a2c_ppo_acktr.playback import add_checkpoint_args, build_policy, load, play_envs
 
 PROG = "generate.py"
 
@@ -40,7 +37,7 @@ def _fail(message):
 
 def get_args(argv=None):
     p = argparse.ArgumentParser(description="Record expert trajectories for GAIL")
-    enjoy.add_checkpoint_args(p)
+    add_checkpoint_args(p)
     p.add_argument("--episodes", type=int, default=10, help="episodes to record (default: 10)")
     p.add_argument("--seed", type=int, default=1, help="random seed; envs get seed + 1000")
     p.add_argument("--out-dir", default="./gail_experts",
@@ -59,27 +56,27 @@ def record(policy, envs, episodes):
     """
     vec_norm = get_vec_normalize(envs)
     space = envs.action_space
-    trajectories, steps = [], []
-    obs = envs.reset()
-    rnn_hxs = torch.zeros(1, policy.recurrent_hidden_state_size)
-    masks = torch.zeros(1, 1)
-    while len(trajectories) < episodes:
-        state = vec_norm.raw_obs[0]
-        with torch.inference_mode():
-            _, action, _, rnn_hxs = policy.act(obs, rnn_hxs, masks, deterministic=True)
-        obs, reward, terminated, truncated, infos = envs.step(action)
-        masks = (~(terminated | truncated)).float().unsqueeze(1)
-        executed = action[0].numpy()
-        if isinstance(space, spaces.Box):  # what the env ran (VecPyTorch clips the same way)
-            executed = np.clip(executed, space.low, space.high)
-        steps.append((state, executed, float(reward[0, 0])))
-        episode = infos[0].get("episode")  # the Monitor's raw return and length
-        if episode is not None:
-            states, actions, rewards = zip(*steps)
-            trajectories.append((np.stack(states), np.stack(actions), np.array(rewards, np.float32)))
-            steps = []
-            print(f"episode {len(trajectories)}: return {float(episode['r']):.1f}, "
-                  f"length {int(episode['l'])}", flush=True)
+    trajectories, steps, state = [], [], None
+
+    def on_step(action, reward, infos):
+        nonlocal state
+        if action is not None:  # not the reset
+            executed = action[0].numpy()
+            if isinstance(space, spaces.Box):  # what the env ran (VecPyTorch clips the same way)
+                executed = np.clip(executed, space.low, space.high)
+            steps.append((state, executed, float(reward[0, 0])))
+        state = vec_norm.raw_obs[0]  # what the policy sees next, before normalization
+        for info in infos:
+            episode = info.get("episode")  # the Monitor's raw return and length
+            if episode is not None:
+                states, actions, rewards = zip(*steps)
+                trajectories.append((np.stack(states), np.stack(actions),
+                                     np.array(rewards, np.float32)))
+                steps.clear()
+                print(f"episode {len(trajectories)}: return {float(episode['r']):.1f}, "
+                      f"length {int(episode['l'])}", flush=True)
+
+    run_episodes(policy, envs, episodes, deterministic=True, on_step=on_step)
     return trajectories
 
 
@@ -104,22 +101,14 @@ def to_expert_data(trajectories, env_name, observation_space, action_space):
 
 def main(argv=None):
     args = get_args(argv)
-    path, ckpt = enjoy.load(args, PROG)
+    path, ckpt = load(args, PROG)
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as log_dir:  # for the Monitor: raw returns in infos
-        try:
-            envs = make_vec_envs(args.env_name, args.seed + 1000, 1, None, log_dir, "cpu", False,
-                                 vec_env="dummy")
-        except ValueError as e:
-            _fail(str(e))
-        try:
-            if len(envs.observation_space.shape) != 1:
-                _fail(f"GAIL here takes vector observations; {args.env_name}'s are of shape "
-                            f"{tuple(envs.observation_space.shape)}")
-            policy = enjoy.build_policy(args, ckpt, path, envs, PROG)
-            trajectories = record(policy, envs, args.episodes)
-        finally:
-            envs.close()
+    with play_envs(args, ckpt, PROG) as envs:
+        if len(envs.observation_space.shape) != 1:
+            _fail(f"GAIL here takes vector observations; {args.env_name}'s are of shape "
+                  f"{tuple(envs.observation_space.shape)}")
+        policy = build_policy(args, ckpt, path, envs, PROG)
+        trajectories = record(policy, envs, args.episodes)
     data = to_expert_data(trajectories, args.env_name, envs.observation_space, envs.action_space)
     print(save_expert_file(data, args.out_dir))
     return 0

@@ -2,6 +2,7 @@
 
     python scripts/bench_ceiling.py                  # cases a b c, 3 rounds
     python scripts/bench_ceiling.py --cases a --rounds 5
+    python scripts/bench_ceiling.py --no-sb3         # the parts and the ceiling only
 
 ``scripts/bench_fps.py`` compares whole training runs. This script asks a different question:
 what is the ceiling? It times only the work no implementation of the case can skip, each in its
@@ -19,12 +20,14 @@ barest form, and adds them up per env step:
 ceiling fps = 1 / (env / N + act / N + update share). Nothing a real trainer needs on top
 (storage, GAE, normalization, monitor files, logging) is counted, so a real run is slower.
 Each round alternates the timing of these parts with one full SB3 run of the case in a fresh
-process (``bench_fps.measure``), on the same machine; the ratio ceiling / SB3 is an upper
-bound on ours / SB3 for any implementation that keeps gymnasium's per-env Python stepping and
-torch's eager CPU kernels.
+process (measured by ``scripts/bench_fps.py``), on the same machine; the ratio ceiling / SB3 is
+an upper bound on ours / SB3 for any implementation that keeps gymnasium's per-env Python
+stepping and torch's eager CPU kernels.
 """
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 
@@ -32,10 +35,18 @@ import gymnasium as gym
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_fps import CASES, measure  # noqa: E402
+from a2c_ppo_acktr.speed_cases import CASES
+
+BENCH_FPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_fps.py")
 
 TARGETS = {"a": 3.0, "b": 3.0, "c": 2.0}
+
+
+def sb3_fps(case, seed):
+    """SB3's env-steps/s on ``case``: one run measured by scripts/bench_fps.py (a fresh process)."""
+    out = subprocess.run([sys.executable, BENCH_FPS, "--one", "sb3", case, "--seed", str(seed)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[-1])["fps"]
 
 
 def per_call_us(fn, seconds=1.0):
@@ -158,6 +169,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", nargs="+", default=["a", "b", "c"], choices=sorted(TARGETS))
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (parts, SB3) per case")
+    p.add_argument("--no-sb3", action="store_true", help="time the parts only, no SB3 runs")
+    p.add_argument("--seconds", type=float, default=1.0, help="time spent timing each part")
     args = p.parse_args(argv)
     print(f"{'case':<5}{'env us':>8}{'act us':>8}{'upd us':>8}{'ceiling':>9}{'SB3':>7}"
           f"{'ceiling/SB3':>13}{'target':>8}   (us per vector step; update per env step)")
@@ -166,13 +179,19 @@ def main(argv=None):
         ceilings, sb3 = [], []
         parts = None
         for r in range(args.rounds):
-            parts = time_parts(c)
+            parts = time_parts(c, args.seconds)
             env_us, act_us, update_us = parts
             ceilings.append(1e6 / ((env_us + act_us) / c["n_envs"] + update_us))
-            sb3.append(measure("sb3", case, seed=r + 1)["fps"])
-        ceiling, base = sorted(ceilings)[len(ceilings) // 2], sorted(sb3)[len(sb3) // 2]
-        print(f"{case:<5}{parts[0]:>8.0f}{parts[1]:>8.0f}{parts[2]:>8.1f}{ceiling:>9.0f}{base:>7.0f}"
-              f"{ceiling / base:>12.2f}x{TARGETS[case]:>7.1f}x", flush=True)
+            if not args.no_sb3:
+                sb3.append(sb3_fps(case, seed=r + 1))
+        ceiling = sorted(ceilings)[len(ceilings) // 2]
+        if sb3:
+            base = sorted(sb3)[len(sb3) // 2]
+            versus = f"{base:>7.0f}{ceiling / base:>12.2f}x"
+        else:
+            versus = f"{'-':>7}{'-':>13}"
+        print(f"{case:<5}{parts[0]:>8.0f}{parts[1]:>8.0f}{parts[2]:>8.1f}{ceiling:>9.0f}{versus}"
+              f"{TARGETS[case]:>7.1f}x", flush=True)
 
 
 if __name__ == "__main__":

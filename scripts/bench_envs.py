@@ -9,22 +9,19 @@ worker processes' summed peak RSS and PSS, read from /proc.
     python scripts/bench_envs.py                       # CartPole-v1 and HalfCheetah-v5, 8 envs
     python scripts/bench_envs.py --env-ids PongNoFrameskip-v4 --num-envs 4
 
-``bench_raw_stepping`` is importable (e.g. by scripts/bench_fps.py).
+``scripts/bench_fps.py`` runs it for its case (e).
 """
 import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
+from stable_baselines3.common.vec_env import DummyVecEnv as SB3DummyVecEnv
+from stable_baselines3.common.vec_env import SubprocVecEnv as SB3SubprocVecEnv
 
-import numpy as np  # noqa: E402
-from stable_baselines3.common.vec_env import DummyVecEnv as SB3DummyVecEnv  # noqa: E402
-from stable_baselines3.common.vec_env import SubprocVecEnv as SB3SubprocVecEnv  # noqa: E402
-
-from a2c_ppo_acktr.envs import DummyVecEnv, ShmemVecEnv, make_env  # noqa: E402
+from a2c_ppo_acktr.envs import DummyVecEnv, ShmemVecEnv, make_env
 
 # name -> (constructor, worker pids of an instance)
 IMPLS = {

@@ -31,24 +31,22 @@ import glob
 import json
 import os
 import resource
+import runpy
 import subprocess
 import sys
 import tempfile
 import time
 
+from a2c_ppo_acktr.curves import load_run
+from a2c_ppo_acktr.speed_cases import CASES
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Hyper-parameters shared by both implementations, per case.
-CASES = {
-    "a": dict(algo="ppo", env="CartPole-v1", n_envs=8, n_steps=128, epochs=4, minibatches=4,
-              total=100_000, lr=2.5e-4, ent=0.01, gae=True),
-    "b": dict(algo="a2c", env="CartPole-v1", n_envs=8, n_steps=5, epochs=1, minibatches=1,
-              total=100_000, lr=7e-4, ent=0.01, gae=False),
-    "c": dict(algo="ppo", env="HalfCheetah-v5", n_envs=1, n_steps=2048, epochs=10, minibatches=32,
-              total=50_000, lr=3e-4, ent=0.0, gae=True),
-    "d": dict(algo="ppo", env="PongNoFrameskip-v4", n_envs=8, n_steps=128, epochs=4,
-              minibatches=4, total=20_000, lr=2.5e-4, ent=0.01, gae=True),
-}
+
+def load_main():
+    """``main`` of main.py: the script's code run here (as ``python main.py`` would, without its
+    ``__main__`` block), so that its imports are done before a clock starts."""
+    return runpy.run_path(os.path.join(ROOT, "main.py"))["main"]
 
 
 def peak_rss_mb():
@@ -63,9 +61,7 @@ def value_loss_coef(c):
     return "1.0" if c["algo"] == "ppo" else "0.5"
 
 
-def run_ours(c, seed, workdir, extra=()):
-    sys.path.insert(0, ROOT)
-    import main as ours
+def run_ours(train, c, seed, workdir, extra=()):
     argv = ["--algo", c["algo"], "--env-name", c["env"], "--num-processes", str(c["n_envs"]),
             "--num-steps", str(c["n_steps"]), "--ppo-epoch", str(c["epochs"]),
             "--num-mini-batch", str(c["minibatches"]), "--num-env-steps", str(c["total"]),
@@ -83,7 +79,7 @@ def run_ours(c, seed, workdir, extra=()):
     with open(os.devnull, "w") as devnull:
         stdout, sys.stdout = sys.stdout, devnull
         try:
-            ours.main(argv)
+            train(argv)
         finally:
             sys.stdout = stdout
 
@@ -120,8 +116,6 @@ def run_sb3(c, seed, workdir):
 
 def last_returns(workdir, n=20):
     """Mean return of the last ``n`` finished episodes in the run's monitor files."""
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from plot import load_run
     log_dir = os.path.dirname(glob.glob(os.path.join(workdir, "**", "*.monitor.csv"),
                                         recursive=True)[0])
     _, returns, _ = load_run(log_dir)
@@ -137,14 +131,14 @@ def one_measurement(impl, case, seed, vec_env):
     if impl == "sb3":
         import stable_baselines3.common.env_util  # noqa: F401
     else:
-        sys.path.insert(0, ROOT)
-        import main  # noqa: F401
+        train = load_main()
     with tempfile.TemporaryDirectory() as workdir:
         start = time.perf_counter()
         if impl == "sb3":
             run_sb3(c, seed, workdir)
         else:
-            run_ours(c, seed, workdir, extra + (["--async-rollouts"] if impl == "async" else []))
+            run_ours(train, c, seed, workdir,
+                     extra + (["--async-rollouts"] if impl == "async" else []))
         elapsed = time.perf_counter() - start
         final = last_returns(workdir)
     print(json.dumps({"fps": c["total"] / elapsed, "seconds": elapsed,
@@ -178,9 +172,8 @@ def main(argv=None):
     print(f"{'case':<5}{'impl':<6}{'env-steps/s':>13}{'peak MB':>10}{'return':>9}   per seed: fps/return")
     for case in args.cases:
         if case == "e":
-            sys.path.insert(0, os.path.join(ROOT, "scripts"))
-            from bench_envs import main as bench_envs_main
-            bench_envs_main([])
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_envs.py")],
+                           check=True)
             continue
         other = args.against
         results = {"ours": [], other: []}

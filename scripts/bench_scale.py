@@ -20,7 +20,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 # Per env: total envs, steps per update, PPO settings, steps to run.
 CASES = {

@@ -1,13 +1,7 @@
-"""Make the repository root importable (``a2c_ppo_acktr``, ``main``, ``evaluation``) without an install."""
-import os
-import sys
-
+"""Shared fixtures. The package is installed (``pip install -e .``); ``main``, ``enjoy`` and
+``gail_experts`` are imported from the repository root, pytest's rootdir."""
 import pytest
 import torch
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 
 @pytest.fixture

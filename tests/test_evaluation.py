@@ -1,9 +1,59 @@
-"""evaluate(): frozen normalization, raw episode returns, and Atari (where the original crashed)."""
+"""run_episodes (the act loop of evaluation, enjoy.py and generate.py) and evaluate(): frozen
+normalization, raw episode returns, and Atari (where the original crashed)."""
+import gymnasium as gym
 import torch
 
-from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.envs import DummyVecEnv, VecPyTorch, get_vec_normalize, make_env, make_vec_envs
+from a2c_ppo_acktr.evaluation import evaluate, run_episodes
 from a2c_ppo_acktr.model import Policy
-from evaluation import evaluate
+
+
+def cartpole_envs(num_envs, log_dir):
+    """CartPole behind Monitor (episode returns in infos) and torch conversion, unnormalized."""
+    return VecPyTorch(DummyVecEnv([make_env("CartPole-v1", 0, rank, str(log_dir), True)
+                                   for rank in range(num_envs)]), "cpu")
+
+
+def fixed_policy():
+    torch.manual_seed(0)
+    return Policy((4,), gym.spaces.Discrete(2))
+
+
+def test_run_episodes_returns_equal_a_manual_loop(tmp_path):
+    policy = fixed_policy()
+    envs = cartpole_envs(1, tmp_path)
+    returns = run_episodes(policy, envs, 3, deterministic=True)
+    envs.close()
+    env, manual = gym.make("CartPole-v1"), []
+    obs, _ = env.reset(seed=0)  # make_env seeds env rank r with seed + r, at its first reset
+    hxs, masks = torch.zeros(1, 1), torch.ones(1, 1)
+    while len(manual) < 3:
+        total, done = 0.0, False
+        while not done:
+            with torch.inference_mode():
+                _, action, _, _ = policy.act(torch.as_tensor(obs)[None], hxs, masks,
+                                             deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            total, done = total + reward, terminated or truncated
+        manual.append(total)
+        obs, _ = env.reset()
+    assert returns == manual
+
+
+def test_run_episodes_counts_episodes_of_all_envs_and_calls_back(tmp_path):
+    envs = cartpole_envs(2, tmp_path)
+    calls = []
+    returns = run_episodes(fixed_policy(), envs, 3, deterministic=False,
+                           on_step=lambda action, reward, infos: calls.append((action, infos)))
+    assert len(returns) == 3 and all(r >= 8 for r in returns)  # raw returns: 1 per step
+    assert calls[0] == (None, [])  # the reset, then one call a step
+    assert all(action.shape == (2, 1) and len(infos) == 2 for action, infos in calls[1:])
+    finished = [info["episode"]["r"] for _, infos in calls for info in infos if "episode" in info]
+    assert returns == finished[:3]
+    calls.clear()
+    assert run_episodes(fixed_policy(), envs, 3, on_step=lambda *step: calls.append(step),
+                        max_steps=5) == [] and len(calls) == 6  # CartPole lasts 8+ steps
+    envs.close()
 
 
 def test_evaluate_uses_the_training_statistics(tmp_path):

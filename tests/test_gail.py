@@ -11,9 +11,9 @@ from gymnasium import spaces
 
 import main
 from a2c_ppo_acktr.algo.gail import Discriminator, ExpertDataset, GailError, expert_path
+from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.storage import RolloutStorage
 from a2c_ppo_acktr.utils import load_checkpoint, save_checkpoint
-from evaluation import evaluate
 from gail_experts import convert_to_pytorch, generate
 
 BOX = spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -212,6 +212,16 @@ def test_generate_round_trip(tmp_path, env_name, capsys):
     assert len(ds) == sum(lengths)
     flat = torch.cat([data["states"][i, :n] for i, n in enumerate(lengths)])
     assert sorted(map(tuple, ds.states.tolist())) == sorted(map(tuple, flat.tolist()))
+
+
+def test_generate_builds_the_env_of_the_run(tmp_path, capsys):
+    """The checkpoint's env kwargs reach the env generate.py records in (as they reach enjoy.py)."""
+    save_dir = _short_run(tmp_path, "Pendulum-v1", ["--env-kwargs", "max_episode_steps=7"])
+    out_dir = str(tmp_path / "experts")
+    assert generate.main(["--env-name", "Pendulum-v1", "--load-dir", save_dir, "--episodes", "2",
+                          "--out-dir", out_dir]) == 0
+    data = torch.load(expert_path(out_dir, "Pendulum-v1"), weights_only=True)
+    assert data["lengths"].tolist() == [7, 7]  # Pendulum's own limit is 200 steps
 
 
 def test_generate_rejects_missing_checkpoint(tmp_path, capsys):

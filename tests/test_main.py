@@ -1,7 +1,6 @@
 """End to end: main.py trains, is deterministic on CPU, saves loadable checkpoints, and learns."""
 import csv
 import glob
-import importlib.util
 import os
 import threading
 import time
@@ -11,15 +10,10 @@ import pytest
 import torch
 
 import main
+from a2c_ppo_acktr.curves import load_run, read_monitor_file
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.utils import load_checkpoint
-
-_spec = importlib.util.spec_from_file_location(
-    "plot", os.path.join(os.path.dirname(main.__file__), "scripts", "plot.py"))
-_plot = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_plot)
-load_run = _plot.load_run
 
 # The README's CartPole command (the learning test uses it as written there).
 CARTPOLE_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "8",
@@ -227,7 +221,7 @@ def progress_rows(log_dir):
 
 def monitor_lengths(log_dir):
     return [int(n) for path in sorted(glob.glob(os.path.join(log_dir, "*.monitor.csv")))
-            for n in _plot.read_monitor_file(path)[2]]
+            for n in read_monitor_file(path)[2]]
 
 
 ASYNC_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps",

@@ -1,6 +1,6 @@
-"""Tests for scripts/plot.py (learning curves from monitor CSVs)."""
+"""Learning curves from monitor CSVs: ``a2c_ppo_acktr.curves`` (loading, smoothing, averaging
+seeds) and the ``scripts/plot.py`` command line, run as a user runs it."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,10 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from a2c_ppo_acktr import curves
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "plot.py"
-_spec = importlib.util.spec_from_file_location("a2c_plot_script", SCRIPT)
-plot = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(plot)
+
+
+def plot(*argv):
+    """``python scripts/plot.py ARGV`` in a fresh process -> (exit status, stdout, stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # the script forces Agg
+    res = subprocess.run([sys.executable, str(SCRIPT), *map(str, argv)], capture_output=True,
+                         text=True, env=env, timeout=120)
+    return res.returncode, res.stdout, res.stderr
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -44,7 +51,7 @@ def test_load_run_merges_ranks_by_wall_time(tmp_path):
                   [(1.0, 5, 0.5), (2.0, 7, 2.0), (3.0, 4, 4.0)], t_start=100.0)
     write_monitor(tmp_path / "1.monitor.csv",
                   [(10.0, 3, 0.2), (20.0, 6, 2.5)], t_start=101.0)
-    steps, returns, env_id = plot.load_run(str(tmp_path))
+    steps, returns, env_id = curves.load_run(str(tmp_path))
     assert env_id == "CartPole-v1"
     np.testing.assert_array_equal(returns, [1.0, 10.0, 2.0, 20.0, 3.0])
     np.testing.assert_array_equal(steps, np.cumsum([5, 3, 7, 6, 4]))
@@ -69,7 +76,7 @@ def test_load_run_matches_sb3_monitor(tmp_path):
         all_l += env.get_episode_lengths()
         env.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.monitor.csv", "1.monitor.csv"]
-    steps, returns, env_id = plot.load_run(str(tmp_path))
+    steps, returns, env_id = curves.load_run(str(tmp_path))
     assert env_id == "CartPole-v1"
     assert len(returns) == 6
     np.testing.assert_allclose(sorted(returns), sorted(all_r), rtol=1e-5)
@@ -79,21 +86,21 @@ def test_load_run_matches_sb3_monitor(tmp_path):
 
 def test_smooth_curve_trailing_window():
     y = np.array([0.0, 2.0, 4.0, 6.0])
-    np.testing.assert_allclose(plot.smooth_curve(y, 2), [0.0, 1.0, 3.0, 5.0])
-    np.testing.assert_allclose(plot.smooth_curve(y, 1), y)
-    np.testing.assert_allclose(plot.smooth_curve(y, 10), [0.0, 1.0, 2.0, 3.0])
+    np.testing.assert_allclose(curves.smooth_curve(y, 2), [0.0, 1.0, 3.0, 5.0])
+    np.testing.assert_allclose(curves.smooth_curve(y, 1), y)
+    np.testing.assert_allclose(curves.smooth_curve(y, 10), [0.0, 1.0, 2.0, 3.0])
 
 
 def test_aggregate_mean_of_two_seeds():
     steps = np.array([10.0, 20.0, 30.0, 40.0])
     a = (steps, np.array([0.0, 1.0, 2.0, 3.0]))
     b = (steps, np.array([2.0, 3.0, 4.0, 5.0]))
-    x, mean, lo, hi = plot.aggregate([a, b], num_points=4, smooth=1)
+    x, mean, lo, hi = curves.aggregate([a, b], num_points=4, smooth=1)
     np.testing.assert_allclose(x, steps)
     np.testing.assert_allclose(mean, [1.0, 2.0, 3.0, 4.0])
     np.testing.assert_allclose(lo, a[1])
     np.testing.assert_allclose(hi, b[1])
-    _, mean_s, lo_s, hi_s = plot.aggregate([a, b], num_points=4, smooth=1, band="std")
+    _, mean_s, lo_s, hi_s = curves.aggregate([a, b], num_points=4, smooth=1, band="std")
     np.testing.assert_allclose(mean_s - lo_s, 1.0)
     np.testing.assert_allclose(hi_s - mean_s, 1.0)
 
@@ -102,16 +109,16 @@ def test_aggregate_interpolates_onto_common_overlap():
     # seed a: y = x/10 on steps 0..100 ; seed b: y = x/10 + 2 on steps 20..80
     a = (np.array([0.0, 100.0]), np.array([0.0, 10.0]))
     b = (np.array([20.0, 80.0]), np.array([4.0, 10.0]))
-    x, mean, lo, hi = plot.aggregate([a, b], num_points=7, smooth=1)
+    x, mean, lo, hi = curves.aggregate([a, b], num_points=7, smooth=1)
     np.testing.assert_allclose(x, np.linspace(20, 80, 7))
     np.testing.assert_allclose(mean, x / 10 + 1)
     np.testing.assert_allclose(hi - lo, 2.0)
     # xmax caps the grid
-    x2, *_ = plot.aggregate([a, b], num_points=5, smooth=1, xmax=60)
+    x2, *_ = curves.aggregate([a, b], num_points=5, smooth=1, xmax=60)
     assert x2[0] == 20 and x2[-1] == 60
 
 
-def test_cli_one_png_per_env_id(tmp_path, capsys):
+def test_cli_one_png_per_env_id(tmp_path):
     logs = tmp_path / "logs"
     rng = np.random.default_rng(0)
     for seed in range(2):
@@ -119,29 +126,29 @@ def test_cli_one_png_per_env_id(tmp_path, capsys):
         make_run(logs / f"ppo-ant-s{seed}", rng.normal(size=30), env_id="ALE/Pong-v5")
         make_run(logs / f"a2c-cp-s{seed}", rng.normal(size=30))
     out_dir = tmp_path / "plots"
-    rc = plot.main([
+    rc, out, _ = plot(
         "--run", f"ppo={logs}/ppo-*",
         "--run", f"a2c={logs / 'a2c-cp-s0'},{logs / 'a2c-cp-s1'}",
-        "--out-dir", str(out_dir), "--smooth", "5", "--num-points", "50",
+        "--out-dir", out_dir, "--smooth", "5", "--num-points", "50",
         "--title", "demo",
-    ])
+    )
     assert rc == 0
     files = sorted(p.name for p in out_dir.iterdir())
     assert files == ["ALE_Pong-v5.png", "CartPole-v1.png"]
     for name in files:
         assert (out_dir / name).read_bytes()[:8] == PNG_MAGIC
-    assert str(out_dir / "CartPole-v1.png") in capsys.readouterr().out
+    assert str(out_dir / "CartPole-v1.png") in out
 
 
 def test_cli_single_out(tmp_path):
     run = make_run(tmp_path / "run", np.arange(50.0))
     out = tmp_path / "sub" / "curve.png"
-    assert plot.main(["--run", f"ours={run}", "--out", str(out), "--xmax", "300"]) == 0
+    assert plot("--run", f"ours={run}", "--out", out, "--xmax", "300")[0] == 0
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
 @pytest.mark.parametrize("kind", ["missing", "empty", "noglob"])
-def test_cli_error_path(tmp_path, capsys, kind):
+def test_cli_error_path(tmp_path, kind):
     good = make_run(tmp_path / "good", [1.0, 2.0, 3.0])
     bad = {
         "missing": str(tmp_path / "does-not-exist"),
@@ -150,22 +157,14 @@ def test_cli_error_path(tmp_path, capsys, kind):
     }[kind]
     (tmp_path / "empty").mkdir()
     out = tmp_path / "x.png"
-    rc = plot.main(["--run", f"a={good},{bad}", "--out", str(out)])
+    rc, _, err = plot("--run", f"a={good},{bad}", "--out", out)
     assert rc == 2
-    err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("plot.py: error:")
     assert bad in err
     assert "Traceback" not in err
     assert not out.exists()
 
 
-def test_script_runs_standalone(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # script forces Agg
-    res = subprocess.run([sys.executable, str(SCRIPT), "--help"],
-                         capture_output=True, text=True, env=env, timeout=60)
-    assert res.returncode == 0 and "usage: plot.py" in res.stdout
-    res = subprocess.run([sys.executable, str(SCRIPT), "--run", f"x={tmp_path}/nope",
-                          "--out", str(tmp_path / "o.png")],
-                         capture_output=True, text=True, env=env, timeout=60)
-    assert res.returncode == 2
-    assert res.stderr.strip().count("\n") == 0 and "nope" in res.stderr
+def test_cli_help():
+    rc, out, _ = plot("--help")
+    assert rc == 0 and "usage: plot.py" in out

@@ -8,9 +8,10 @@ import pytest
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
-import a2c_ppo_acktr  # noqa: F401  (registers RealTimeDrone-v0)
-from a2c_ppo_acktr.realtime import (DEFAULT_CONFIG, DRONE_CONFIG, DroneInterface, RealTimeEnv,
-                                    RealTimeGymInterface)
+from a2c_ppo_acktr.realtime import DEFAULT_CONFIG, RealTimeEnv, RealTimeGymInterface, drone
+from a2c_ppo_acktr.realtime.drone import DRONE_CONFIG, DroneInterface
+
+drone.register()  # gym.make("RealTimeDrone-v0") below; make_vec_envs would register it itself
 
 
 class EchoInterface(RealTimeGymInterface):
@@ -351,3 +352,24 @@ def test_readme_motor_example_runs():
         obs, reward, terminated, truncated, info = env.step(np.ones(1, np.float32))
     assert truncated and obs[0] > 0 and obs[1] == 1.0
     env.close()
+
+
+def test_drone_id_resolved_on_demand_not_registered_on_import():
+    """Importing the package registers nothing; make_vec_envs finds the id as a user types it."""
+    import subprocess
+    import sys
+
+    code = """if True:
+        import sys
+        import gymnasium as gym
+        import a2c_ppo_acktr.envs, a2c_ppo_acktr.realtime
+        assert "RealTimeDrone-v0" not in gym.registry
+        assert "a2c_ppo_acktr.realtime.drone" not in sys.modules
+        envs = a2c_ppo_acktr.envs.make_vec_envs("RealTimeDrone-v0", 0, 1, None, None, "cpu",
+                                                False, vec_env="dummy")
+        print(tuple(envs.reset().shape))
+        envs.close()
+    """
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "(1, 12)", proc.stderr

@@ -30,6 +30,12 @@ def _register_ale():
         _ale_registered = True
 
 
+def _register_own():
+    """Register this project's demo ids (``RealTimeDrone-v0``), like the ALE ids: on a miss."""
+    from a2c_ppo_acktr.realtime import drone  # imported only for an id gymnasium does not know
+    drone.register()
+
+
 def _env_spec(env_id):
     """``gym.spec(env_id)``, registering the Atari ids on a miss; a one-line ValueError if unknown."""
     for attempt in range(2):
@@ -38,6 +44,7 @@ def _env_spec(env_id):
         except gym.error.Error:
             if attempt == 0:
                 _register_ale()  # ale_py is imported only when the id is not a stock one
+                _register_own()
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ValueError(f"unknown env id {env_id!r}{hint}")
@@ -99,7 +106,8 @@ def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, 
             _register_ale()  # a fresh worker process has not registered them yet
             if spec.kwargs.get("frameskip", 1) != 1:
                 kwargs["frameskip"] = 1  # e.g. ALE/*-v5: MaxAndSkipEnv does the skipping
-        env = gym.make(env_id, **{"render_mode": render_mode, **kwargs, **(env_kwargs or {})})
+        # The spec, not the id: a worker process may not have registered it (RealTimeDrone-v0).
+        env = gym.make(spec, **{"render_mode": render_mode, **kwargs, **(env_kwargs or {})})
         if atari:
             env = NoopResetEnv(env, noop_max=30)
             env = MaxAndSkipEnv(env, skip=4)

@@ -1,0 +1,76 @@
+"""Acting without learning: ``run_episodes`` (the one act loop) and ``evaluate``.
+
+``evaluate`` (training's evaluation), ``enjoy.py`` (watching, recording videos) and
+``gail_experts/generate.py`` (recording expert trajectories) all play through ``run_episodes``.
+"""
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from a2c_ppo_acktr.envs import VecEnvWrapper, get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.model import Policy
+
+# on_step(action, reward, infos): after the reset (None, None, []) and after every step.
+OnStep = Callable[[torch.Tensor | None, torch.Tensor | None, list[dict]], None]
+
+
+def run_episodes(policy: Policy, envs: VecEnvWrapper, num_episodes: int,
+                 deterministic: bool = True, on_step: OnStep | None = None,
+                 max_steps: int | None = None) -> list[float]:
+    """Let ``policy`` act on ``envs`` (a torch vector env, as ``make_vec_envs`` builds) until
+    ``num_episodes`` episodes finish (or for ``max_steps`` steps); return the first
+    ``num_episodes`` raw returns to finish.
+
+    Raw: the Monitor's, unclipped and whole games for Atari. ``deterministic`` takes the mode of
+    the action distribution. ``on_step`` is for the callers that render, record frames or record
+    transitions.
+    """
+    returns, steps = [], 0
+    obs = envs.reset()
+    rnn_hxs = torch.zeros(obs.shape[0], policy.recurrent_hidden_state_size, device=obs.device)
+    masks = torch.zeros(obs.shape[0], 1, device=obs.device)
+    if on_step is not None:
+        on_step(None, None, [])
+    while len(returns) < num_episodes and (max_steps is None or steps < max_steps):
+        with torch.inference_mode():
+            _, action, _, rnn_hxs = policy.act(obs, rnn_hxs, masks, deterministic=deterministic)
+        obs, reward, terminated, truncated, infos = envs.step(action)
+        masks = (~(terminated | truncated)).float().unsqueeze(1)
+        steps += 1
+        if on_step is not None:
+            on_step(action, reward, infos)
+        returns += [float(info["episode"]["r"]) for info in infos if "episode" in info]
+    return returns[:num_episodes]
+
+
+def freeze_normalization(envs: VecEnvWrapper, obs_rms: dict | None) -> None:
+    """Normalize observations with the training run's statistics ``obs_rms``
+    (``VecNormalize.state_dict()``), not updated; a no-op for envs without a normalizer."""
+    vec_norm = get_vec_normalize(envs)
+    if vec_norm is not None:
+        vec_norm.eval()
+        if obs_rms is not None:
+            vec_norm.load_state_dict(obs_rms)
+
+
+def evaluate(actor_critic: Policy, obs_rms: dict | None, env_name: str, seed: int,
+             num_processes: int, eval_log_dir: str, device: torch.device | str,
+             num_episodes: int = 10, deterministic: bool = True,
+             env_kwargs: dict | None = None) -> list[float]:
+    """Run ``num_episodes`` episodes on fresh envs and return their raw returns.
+
+    ``obs_rms`` is the training normalizer's state (``freeze_normalization``), or None for envs
+    without one (images: the original crashed here on Atari). ``env_kwargs`` go to ``gym.make``,
+    as in training.
+    """
+    eval_envs = make_vec_envs(env_name, seed + num_processes, num_processes, None,
+                              eval_log_dir, device, True, env_kwargs=env_kwargs)
+    freeze_normalization(eval_envs, obs_rms)
+    try:
+        episode_returns = run_episodes(actor_critic, eval_envs, num_episodes, deterministic)
+    finally:
+        eval_envs.close()
+    print(f" Evaluation using {len(episode_returns)} episodes: mean reward "
+          f"{np.mean(episode_returns):.5f}")
+    return episode_returns
