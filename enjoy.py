@@ -2,22 +2,24 @@
 
 Usage::
 
-    python enjoy.py --env-name E --load-dir D [--algo ppo] [--non-det] [--episodes N]
-                    [--max-steps N] [--seed S] [--record PATH.mp4|PATH.gif] [--no-render]
+    python enjoy.py --env-name E --load-dir D [--algo ppo] [--train-seed S] [--non-det]
+                    [--episodes N] [--max-steps N] [--seed S] [--record PATH.mp4|PATH.gif]
+                    [--no-render]
 
     python enjoy.py --env-name CartPole-v1 --load-dir trained_models --record cartpole.gif
-    python enjoy.py --load-dir trained_models/ppo/PongNoFrameskip-v4.pt --max-steps 2000
+    python enjoy.py --env-name PongNoFrameskip-v4 --load-dir trained_models/a2c
+    python enjoy.py --load-dir trained_models/ppo/PongNoFrameskip-v4_seed1.pt --max-steps 2000
 
-The checkpoint is ``<load-dir>/<algo>/<env-name>.pt`` ('/' in the id becomes '_'), found without
-``--algo`` when one algorithm directory holds it; ``--load-dir`` may also name the file itself.
+``--load-dir`` is main.py's ``--save-dir``, one of its ``<algo>`` directories (the original's
+form) or a checkpoint file. In a directory the env's checkpoint is ``<env-name>_seed<seed>.pt``
+('/' in the id becomes '_') or the original's ``<env-name>.pt``; ``--algo`` and ``--train-seed``
+choose when there are several.
 Actions are the policy's mode unless ``--non-det``. Each episode prints its raw return (for Atari
 the game score, not the clipped training reward). ``--record`` writes the frames to a .gif or .mp4
 (imageio; imageio-ffmpeg for .mp4). Without a display nothing is shown, and MuJoCo renders
 offscreen with ``MUJOCO_GL=egl`` unless MUJOCO_GL is set. A missing, unreadable or mismatched
 checkpoint is one line on stderr and exit status 2.
 """
-import argparse
-import glob
 import os
 import sys
 import tempfile
@@ -27,12 +29,14 @@ import numpy as np
 import torch
 from stable_baselines3.common.monitor import Monitor
 
-from a2c_ppo_acktr.arguments import fail
-from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
-from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.utils import CheckpointError, check_checkpoint, load_checkpoint
-
-CHECKPOINT_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
+from a2c_ppo_acktr.arguments import ALGOS, Parser, fail
+from a2c_ppo_acktr.checkpoint import (
+    CheckpointError,
+    build_policy,
+    find_checkpoint,
+    load_policy_checkpoint,
+)
+from a2c_ppo_acktr.envs import make_vec_envs
 
 
 def _fail(message, prog="enjoy.py"):
@@ -40,17 +44,21 @@ def _fail(message, prog="enjoy.py"):
 
 
 def add_checkpoint_args(p):
-    """The flags that find a checkpoint of main.py (``checkpoint_path``); generate.py has them too."""
+    """The flags that find a checkpoint of main.py (``load``); generate.py has them too."""
     p.add_argument("--env-name", default=None,
                    help="gymnasium id (default: the checkpoint's, when --load-dir is a file)")
     p.add_argument("--load-dir", default="./trained_models/",
-                   help="the --save-dir of main.py, or a .pt checkpoint file")
-    p.add_argument("--algo", default=None,
-                   help="a2c | ppo | acktr (default: the one with a checkpoint)")
+                   help="the --save-dir of main.py, one of its <algo> directories, or a .pt "
+                   "checkpoint file")
+    p.add_argument("--algo", default=None, metavar="{" + ",".join(ALGOS) + "}",
+                   help="the algorithm whose checkpoint to load (default: the one with a checkpoint)")
+    p.add_argument("--train-seed", type=int, default=None, metavar="S",
+                   help="the --seed of the training run to load (default: the one with a "
+                   "checkpoint)")
 
 
 def get_args(argv=None):
-    p = argparse.ArgumentParser(description="Play a policy saved by main.py")
+    p = Parser(description="Play a policy saved by main.py")
     add_checkpoint_args(p)
     p.add_argument("--non-det", action="store_true", help="sample actions instead of the mode")
     p.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
@@ -66,39 +74,27 @@ def get_args(argv=None):
     return args
 
 
-# checkpoint_path, load and build_policy take the program name for their error lines:
-# gail_experts/generate.py uses them too.
-def checkpoint_path(args, prog="enjoy.py"):
-    if os.path.isfile(args.load_dir) or args.load_dir.endswith(".pt"):
-        return args.load_dir
-    if args.env_name is None:
-        _fail("--env-name is needed when --load-dir is a directory", prog)
-    name = args.env_name.replace("/", "_") + ".pt"
-    if args.algo is not None:
-        return os.path.join(args.load_dir, args.algo, name)
-    found = sorted(glob.glob(os.path.join(glob.escape(args.load_dir), "*", name)))
-    if len(found) > 1:
-        _fail(f"several checkpoints for {args.env_name}: {', '.join(found)}; choose with --algo",
-              prog)
-    return found[0] if found else os.path.join(args.load_dir, "<algo>", name)
-
-
+# load and policy_for take the program name for their error lines: generate.py uses them too.
 def load(args, prog="enjoy.py"):
-    path = checkpoint_path(args, prog)
-    if not os.path.isfile(path):
-        _fail(f"no checkpoint at {path} (main.py saves <save-dir>/<algo>/<env-name>.pt)", prog)
+    """The checkpoint that --load-dir, --env-name, --algo and --train-seed designate: its path
+    and contents; ``args.env_name`` defaults to its env."""
     try:
-        ckpt = load_checkpoint(path)
+        path = find_checkpoint(args.load_dir, args.env_name, args.algo, args.train_seed)
+        ckpt = load_policy_checkpoint(path, args.env_name)
     except CheckpointError as e:
-        _fail(f"{e}; expected a state-dict checkpoint saved by main.py", prog)
-    if not isinstance(ckpt, dict) or not all(k in ckpt for k in CHECKPOINT_KEYS):
-        _fail(f"{path} is not a checkpoint saved by main.py "
-              f"(expected keys {', '.join(CHECKPOINT_KEYS)})", prog)
+        _fail(str(e), prog)
     args.env_name = args.env_name or ckpt["env_name"]
-    if ckpt["env_name"] != args.env_name:
-        _fail(f"{path} holds a policy for {ckpt['env_name']}, not for --env-name {args.env_name}",
-              prog)
+    steps = ckpt.get("env_steps")
+    print(f"loaded {path}" + (f" ({ckpt.get('algo')}, {steps:,} steps)" if steps else ""))
     return path, ckpt
+
+
+def policy_for(ckpt, path, envs, prog="enjoy.py"):
+    """``build_policy``, its errors as one line."""
+    try:
+        return build_policy(ckpt, path, envs)
+    except CheckpointError as e:
+        _fail(str(e), prog)
 
 
 def _first_env(envs):
@@ -106,27 +102,6 @@ def _first_env(envs):
     while not hasattr(envs, "envs"):
         envs = envs.venv
     return envs.envs[0]
-
-
-def build_policy(args, ckpt, path, envs, prog="enjoy.py"):
-    obs_shape, action_space = tuple(envs.observation_space.shape), envs.action_space
-    try:
-        check_checkpoint(ckpt, path, args.env_name, obs_shape, action_space)
-    except CheckpointError as e:
-        _fail(str(e), prog)
-    policy = Policy(obs_shape, action_space, base_kwargs={"recurrent": ckpt["recurrent_policy"]})
-    try:
-        policy.load_state_dict(ckpt["actor_critic"])
-    except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."
-        first = " ".join(str(e).split("\n", 1)[-1].split()).split(". ")[0]
-        _fail(f"the policy in {path} does not fit {args.env_name} (observations {obs_shape}, "
-              f"actions {action_space}): {first}", prog)
-    vec_norm = get_vec_normalize(envs)
-    if vec_norm is not None:
-        vec_norm.eval()  # frozen: the training run's statistics
-        if ckpt["obs_rms"] is not None:
-            vec_norm.load_state_dict(ckpt["obs_rms"])
-    return policy.eval()
 
 
 def open_writer(path, env):
@@ -194,7 +169,7 @@ def main(argv=None):
             _fail(str(e))
         writer = None
         try:
-            policy = build_policy(args, ckpt, path, envs)
+            policy = policy_for(ckpt, path, envs)
             if args.record:
                 writer = open_writer(args.record, _first_env(envs))
             play(args, policy, envs, writer)

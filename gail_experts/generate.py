@@ -7,14 +7,13 @@ Usage::
 
     python gail_experts/generate.py --env-name CartPole-v1 --load-dir trained_models --episodes 10
 
-The checkpoint is found as by ``enjoy.py`` (``<load-dir>/<algo>/<env-name>.pt``, or ``--load-dir``
-names the file). The policy acts deterministically (its mode) with the run's observation
+The checkpoint is found as by ``enjoy.py`` (``--load-dir`` is main.py's ``--save-dir``, one of its
+``<algo>`` directories or the file; ``--algo`` and ``--train-seed`` choose among several). The policy acts deterministically (its mode) with the run's observation
 normalization frozen, for ``--episodes`` episodes on envs seeded ``seed + 1000``; the file
 ``<out-dir>/trajs_<env-name>.pt`` gets the raw observations and the actions the env ran (Box
 actions clipped to the space), in the layout described in ``a2c_ppo_acktr/algo/gail.py``,
 written atomically and loadable with ``torch.load(weights_only=True)``.
 """
-import argparse
 import os
 import sys
 import tempfile
@@ -27,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import enjoy  # noqa: E402
 from a2c_ppo_acktr.algo.gail import save_expert_file  # noqa: E402
-from a2c_ppo_acktr.arguments import fail  # noqa: E402
+from a2c_ppo_acktr.arguments import Parser, fail  # noqa: E402
+from a2c_ppo_acktr.checkpoint import CheckpointError  # noqa: E402
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs  # noqa: E402
 
 
@@ -39,7 +39,7 @@ def _fail(message):
 
 
 def get_args(argv=None):
-    p = argparse.ArgumentParser(description="Record expert trajectories for GAIL")
+    p = Parser(description="Record expert trajectories for GAIL")
     enjoy.add_checkpoint_args(p)
     p.add_argument("--episodes", type=int, default=10, help="episodes to record (default: 10)")
     p.add_argument("--seed", type=int, default=1, help="random seed; envs get seed + 1000")
@@ -116,12 +116,15 @@ def main(argv=None):
             if len(envs.observation_space.shape) != 1:
                 _fail(f"GAIL here takes vector observations; {args.env_name}'s are of shape "
                             f"{tuple(envs.observation_space.shape)}")
-            policy = enjoy.build_policy(args, ckpt, path, envs, PROG)
+            policy = enjoy.policy_for(ckpt, path, envs, PROG)
             trajectories = record(policy, envs, args.episodes)
         finally:
             envs.close()
     data = to_expert_data(trajectories, args.env_name, envs.observation_space, envs.action_space)
-    print(save_expert_file(data, args.out_dir))
+    try:
+        print(save_expert_file(data, args.out_dir))
+    except CheckpointError as e:  # e.g. --out-dir is a file, or the disk is full
+        _fail(str(e))
     return 0
 
 
