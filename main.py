@@ -72,11 +72,6 @@ def train(args, stop):
 
     # Inputs are valid: from here on this run's directories exist, until it fails to start.
     created = make_run_dirs(args, paths, bool(resumed)) if lead else []
-    if lead:
-        for warning in args.warnings:
-            warn(warning)
-        print(f"run files: logs {paths.log_dir}/, checkpoint "
-              f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
     if ddp:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
     try:
@@ -91,6 +86,11 @@ def train(args, stop):
         if lead:
             abandon(paths, created, bool(resumed))
         raise
+    if lead:  # the run has started: what it should know, then where its files go
+        for warning in args.warnings:
+            warn(warning)
+        print(f"run files: logs {paths.log_dir}/, checkpoint "
+              f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
     collect = envs.collect if args.num_workers else functools.partial(collect_rollout, envs)
     rollouts = RolloutStorage(args.num_steps, envs.num_envs, envs.observation_space.shape,
                               envs.action_space, actor_critic.recurrent_hidden_state_size,

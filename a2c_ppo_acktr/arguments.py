@@ -246,8 +246,10 @@ def get_args(argv=None):
     check_args(args)
     args.env_kwargs = parse_env_kwargs(args.env_kwargs)
     if args.no_cuda:
-        # No GPU for this process nor its env / Ray workers: torch itself (the optimizers' step
-        # checks for CUDA graph capture) would otherwise create a CUDA context, ~0.7 GB of memory.
+        # CPU only, in this process and its env / Ray workers. torch itself asks for CUDA on
+        # every optimizer step (is a CUDA graph being captured?): with a GPU visible that
+        # initializes the driver and a context. Hidden, and counted through NVML, it does neither.
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     args.cuda = not args.no_cuda and torch.cuda.is_available()  # only now: it initializes CUDA
     return args

@@ -35,8 +35,9 @@ class RunPaths(NamedTuple):
 
 
 def env_file_name(env_name: str) -> str:
-    """The env id as a file name: '/' (namespaced ids such as ALE/Pong-v5) becomes '_'."""
-    return env_name.replace("/", "_")
+    """The env id as a file name: '/' (namespaced ids such as ALE/Pong-v5) becomes '_'; of
+    gymnasium's ``module:EnvId`` form only the id counts."""
+    return env_name.rpartition(":")[2].replace("/", "_")
 
 
 def run_paths(args: Any) -> RunPaths:
