@@ -13,9 +13,9 @@ RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", os.path.join("tb", 
 
 def _check_dir(path: str, flag: str) -> None:
     """``fail`` unless ``path`` is, or can be created as, a directory this process may write."""
-    existing = os.path.abspath(path)
+    existing = path
     while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
+        existing = os.path.dirname(existing) or "."
     if not os.path.isdir(existing):
         fail(f"{flag} cannot hold the run's files at {path}: {existing} is a file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
@@ -54,10 +54,10 @@ def make_run_dirs(args, paths: RunPaths, resumed: bool) -> list:
     created = []
     for directory in wanted:
         new = []
-        parent = os.path.abspath(directory)
+        parent = directory
         while not os.path.isdir(parent):
             new.append(parent)
-            parent = os.path.dirname(parent)
+            parent = os.path.dirname(parent) or "."
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as e:

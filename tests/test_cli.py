@@ -98,14 +98,16 @@ def test_readme_ppo_command_with_original_defaults_runs(tmp_path):
     assert sizes == [3, 3]  # one sample left out, as the warning says
 
 
-# 2. Observations that are not one array.
-def test_tuple_observations_are_flattened(tmp_path):
-    proc = cli("--env-name", "Blackjack-v1", "--num-processes", "2", "--num-steps", "8",
-               "--num-env-steps", "32", *dirs(tmp_path))
-    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert ("Blackjack-v1: observations Tuple(Discrete(32), Discrete(11), Discrete(2)) flattened "
-            "into vectors of 45") in proc.stdout
-    assert load_checkpoint(str(tmp_path / "models/a2c/Blackjack-v1_seed1.pt"))["obs_shape"] == [45]
+# 2. Observations that are not one array: Tuple and Discrete here, Dict below.
+@pytest.mark.parametrize("env, space, size", [
+    ("Blackjack-v1", "Tuple(Discrete(32), Discrete(11), Discrete(2))", 45),
+    ("FrozenLake-v1", "Discrete(16)", 16)])
+def test_tuple_and_discrete_observations_are_flattened(tmp_path, capsys, env, space, size):
+    assert main.main(TINY + ["--env-name", env, "--num-env-steps", "32"] + dirs(tmp_path)) == 0
+    out, err = capsys.readouterr()
+    assert f"{env}: observations {space} flattened into vectors of {size}" in out and err == ""
+    ckpt = load_checkpoint(str(tmp_path / f"models/a2c/{env}_seed1.pt"))
+    assert ckpt["obs_shape"] == [size] and ckpt["env_steps"] == 32
 
 
 def test_module_env_id_with_dict_observations_and_no_render_mode(tmp_path):
@@ -120,14 +122,6 @@ def test_module_env_id_with_dict_observations_and_no_render_mode(tmp_path):
                "--no-render", script="enjoy.py")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("length 5") == 2
-
-
-def test_discrete_observations_are_one_hot(tmp_path, capsys):
-    assert main.main(TINY + ["--env-name", "FrozenLake-v1", "--num-env-steps", "32"]
-                     + dirs(tmp_path)) == 0
-    assert "FrozenLake-v1: observations Discrete(16) flattened" in capsys.readouterr().out
-    ckpt = load_checkpoint(str(tmp_path / "models/a2c/FrozenLake-v1_seed1.pt"))
-    assert ckpt["obs_shape"] == [16]
 
 
 # 2, 5. Failing inputs leave nothing behind; a failure after creation removes what it created.

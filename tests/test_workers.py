@@ -182,6 +182,30 @@ def test_killed_worker_is_restarted_and_the_run_completes(tmp_path, capsys, monk
     assert f"restarted by Ray as pid {calls[3]}" in log, log
 
 
+def test_interrupt_saves_and_closes_the_workers(tmp_path, capsys, monkeypatch):
+    """SIGINT during update 2: the update finishes, the checkpoint is saved, the workers are
+    closed, one line, exit status 130."""
+    from a2c_ppo_acktr.algo import A2C_ACKTR
+
+    update, close, updates, closed = A2C_ACKTR.update, workers.WorkerGroup.close, [], []
+
+    def update_then_ctrl_c(self, rollouts):
+        updates.append(1)
+        if len(updates) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return update(self, rollouts)
+
+    monkeypatch.setattr(A2C_ACKTR, "update", update_then_ctrl_c)
+    monkeypatch.setattr(workers.WorkerGroup, "close", lambda self: closed.append(close(self)))
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "3200", "--num-workers", "2",
+                   "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+    assert main.main(argv) == 130
+    path = files(argv)[1]
+    assert capsys.readouterr().err == (f"interrupted at 96 steps; saved {path}; --resume to "
+                                       "continue\n")
+    assert load_checkpoint(path)["env_steps"] == 96 and closed == [None]
+
+
 def test_worker_whose_env_crashes_is_restarted(tmp_path, capsys):
     env_id = "CrashingCartPole-v0"
     argv = TINY + ["--algo", "a2c", "--num-env-steps", "96", "--num-workers", "1",
