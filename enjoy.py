@@ -51,14 +51,14 @@ def add_checkpoint_args(p):
                    help="the --save-dir of main.py, one of its <algo> directories, or a .pt "
                    "checkpoint file")
     p.add_argument("--algo", default=None, metavar="{" + ",".join(ALGOS) + "}",
-                   help="the algorithm whose checkpoint to load (default: the one with a checkpoint)")
+                   help="the algorithm whose checkpoint to load (default: the one with one)")
     p.add_argument("--train-seed", type=int, default=None, metavar="S",
                    help="the --seed of the training run to load (default: the one with a "
                    "checkpoint)")
 
 
 def get_args(argv=None):
-    p = Parser(description="Play a policy saved by main.py")
+    p = Parser(prog="enjoy.py", description="Play a policy saved by main.py")
     add_checkpoint_args(p)
     p.add_argument("--non-det", action="store_true", help="sample actions instead of the mode")
     p.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
@@ -75,7 +75,7 @@ def get_args(argv=None):
 
 
 # load and policy_for take the program name for their error lines: generate.py uses them too.
-def load(args, prog="enjoy.py"):
+def load(args, prog: str = "enjoy.py") -> tuple:
     """The checkpoint that --load-dir, --env-name, --algo and --train-seed designate: its path
     and contents; ``args.env_name`` defaults to its env."""
     try:
@@ -89,7 +89,7 @@ def load(args, prog="enjoy.py"):
     return path, ckpt
 
 
-def policy_for(ckpt, path, envs, prog="enjoy.py"):
+def policy_for(ckpt: dict, path: str, envs, prog: str = "enjoy.py"):
     """``build_policy``, its errors as one line."""
     try:
         return build_policy(ckpt, path, envs)

@@ -38,13 +38,14 @@ from evaluation import evaluate
 RETURN_COLUMNS = ("mean_return", "median_return", "min_return", "max_return")
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     args = get_args(argv)
     with StopRequest() as stop:  # Ctrl-C / SIGTERM: finish the update, save, exit 130 / 143
         return train(args, stop)
 
 
-def train(args, stop):
+def train(args, stop: StopRequest) -> int:
+    """The run ``args`` describes; -> its exit status (0, 1 on a failure mid-run, 128 + signal)."""
     ddp = DDP.from_env(args)  # under torchrun: this process is one rank of one learner
     rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)  # the lead logs, saves, evaluates
     paths = run_paths(args)
@@ -75,7 +76,8 @@ def train(args, stop):
     if ddp:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
     try:
-        envs, actor_critic, agent, discr, expert_loader = build_run(args, paths, device, resumed, rank)
+        envs, actor_critic, agent, discr, expert_loader = build_run(args, paths, device, resumed,
+                                                                    rank)
         if ddp:
             ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
             ddp.share_normalizer(envs)
@@ -106,7 +108,6 @@ def train(args, stop):
               + (f" (--num-env-steps {args.num_env_steps:,} rounded down to whole updates)"
                  if total != args.num_env_steps else "")
               + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
-    if lead:
         logger = ScalarLogger(paths.log_dir, append=bool(resumed))
         eval_logger = (ScalarLogger(paths.eval_dir, "eval.csv", tensorboard=False,
                                     append=bool(resumed))

@@ -4,6 +4,7 @@ import argparse
 import ast
 import os
 import sys
+from typing import Optional
 
 import torch
 
@@ -27,7 +28,7 @@ def _count(text):
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (``fail``), not the usage and then the error."""
 
-    def error(self, message):
+    def error(self, message: str):
         fail(f"{message} (see --help)", prog=self.prog)
 
 
@@ -157,7 +158,7 @@ def parse_env_kwargs(pairs):
     return kwargs
 
 
-def program():
+def program() -> str:
     """The running script's name, for the first word of its error lines."""
     return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "main.py"
 
@@ -168,12 +169,12 @@ def fail(message, prog=None):
     raise SystemExit(2)
 
 
-def warn(message):
+def warn(message: str) -> None:
     """One line on stderr about a setting that runs, but not as one might expect."""
     print(f"{program()}: warning: {message}", file=sys.stderr)
 
 
-def check_minibatches(args):
+def check_minibatches(args: argparse.Namespace) -> Optional[str]:
     """PPO cuts each rollout into minibatches of ``units // num_mini_batch`` samples (whole envs
     when recurrent), as many as fit, the rest left out: the original's ``BatchSampler(...,
     drop_last=True)``. Refuse what gives empty minibatches; -> a warning when the cut is uneven."""

@@ -1,6 +1,7 @@
 """What a run is made of: its envs, policy, agent and GAIL discriminator, restored from its
 checkpoint on --resume. Bad input ends in ``fail`` with one line, the envs closed."""
 import os
+from typing import Optional
 
 import torch
 
@@ -48,7 +49,7 @@ def make_gail(args, envs, device):
     return discr, loader
 
 
-def restore(args, paths, resumed, envs, actor_critic, agent, discr):
+def restore(args, paths, resumed: dict, envs, actor_critic, agent, discr) -> None:
     """Load the checkpoint ``resumed`` into the run; ``fail`` if it does not fit."""
     try:
         check_checkpoint(resumed, paths.checkpoint, args.env_name, envs.observation_space.shape,
@@ -66,7 +67,7 @@ def restore(args, paths, resumed, envs, actor_critic, agent, discr):
     torch.set_rng_state(resumed["torch_rng"])
 
 
-def build_run(args, paths, device, resumed, rank):
+def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
     """The run's envs, policy, agent and GAIL discriminator (restored from ``resumed``); bad input
     ends in ``fail``, with the envs closed."""
     env_steps = resumed["env_steps"] if resumed else 0

@@ -114,7 +114,8 @@ def check_checkpoint(ckpt: dict, path: str, env_name: str, obs_shape, action_spa
             raise CheckpointError(f"checkpoint {path} is for {key} {got!r}, expected {want!r}")
 
 
-def checkpoint_state(args, actor_critic, agent, envs, env_steps, obs_rms, discr=None) -> dict:
+def checkpoint_state(args, actor_critic, agent, envs, env_steps: int, obs_rms: Optional[dict],
+                     discr=None) -> dict:
     """Everything needed to rebuild and resume the run, as tensors and plain values."""
     return {
         "actor_critic": actor_critic.state_dict(),

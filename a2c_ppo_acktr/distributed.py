@@ -65,7 +65,7 @@ class DDP:
     def barrier(self):
         dist.barrier()
 
-    def any(self, flag):
+    def any(self, flag: bool) -> bool:
         """``flag`` of any rank, on every rank: a Ctrl-C that reached one rank stops them all at
         the same update (a rank that went on alone would wait in the next collective forever)."""
         t = torch.tensor([float(flag)], device=self.device)

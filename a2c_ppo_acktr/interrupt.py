@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM as a request to stop: the training loop finishes its update, saves and exits."""
+"""Ctrl-C and SIGTERM as requests to stop: the training loop finishes its update, saves, exits."""
 import signal
 import sys
 import threading
@@ -13,7 +13,7 @@ class StopRequest:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.signum = None
         self._previous = {}
 

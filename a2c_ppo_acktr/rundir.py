@@ -4,7 +4,7 @@ import glob
 import os
 
 from a2c_ppo_acktr.arguments import fail
-from a2c_ppo_acktr.checkpoint import RunPaths, remove_stale_temporaries
+from a2c_ppo_acktr.checkpoint import RunPaths, env_file_name, remove_stale_temporaries
 
 # What a run writes into its log directory (eval/ included); --overwrite removes these only.
 RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", os.path.join("tb", "events.out.*"),
@@ -36,7 +36,12 @@ def check_run(args, paths: RunPaths) -> None:
     saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
     if args.resume:
         if not saved:
-            fail(f"--resume: no checkpoint at {paths.checkpoint}; start a new run without --resume")
+            old = os.path.join(os.path.dirname(paths.checkpoint or ""),
+                               env_file_name(args.env_name) + ".pt")
+            hint = (f" ({old} is a run saved under the original's name: rename it to resume it)"
+                    if paths.checkpoint and os.path.isfile(old) else "")
+            fail(f"--resume: no checkpoint at {paths.checkpoint}{hint}; start a new run without "
+                 "--resume")
     elif not args.overwrite and (saved or glob.glob(os.path.join(glob.escape(paths.log_dir),
                                                                  "*.monitor.csv"))):
         fail(f"{paths.checkpoint if saved else paths.log_dir} already holds a run of --algo "

@@ -39,7 +39,7 @@ def _fail(message):
 
 
 def get_args(argv=None):
-    p = Parser(description="Record expert trajectories for GAIL")
+    p = Parser(prog=PROG, description="Record expert trajectories for GAIL")
     enjoy.add_checkpoint_args(p)
     p.add_argument("--episodes", type=int, default=10, help="episodes to record (default: 10)")
     p.add_argument("--seed", type=int, default=1, help="random seed; envs get seed + 1000")

@@ -207,8 +207,8 @@ def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signum, err
     one_error_line(err, "; --resume to continue")
-    steps, path = re.fullmatch(r"interrupted at ([\d,]+) steps; saved (\S+); --resume to continue\n",
-                               err).groups()
+    steps, path = re.fullmatch(
+        r"interrupted at ([\d,]+) steps; saved (\S+); --resume to continue\n", err).groups()
     ckpt = torch.load(path, weights_only=True)
     assert ckpt["env_steps"] == int(steps.replace(",", "")) >= 48
     assert not [f for f in os.listdir(os.path.dirname(path)) if ".tmp-" in f]

@@ -105,7 +105,8 @@ def test_max_steps_cuts_the_episode(capsys, cartpole):
 
 def test_recurrent_policy(capsys, tmp_path):
     save_dir = train(tmp_path / "models", "--recurrent-policy")
-    assert load_checkpoint(os.path.join(save_dir, "a2c", "CartPole-v1_seed1.pt"))["recurrent_policy"]
+    ckpt = load_checkpoint(os.path.join(save_dir, "a2c", "CartPole-v1_seed1.pt"))
+    assert ckpt["recurrent_policy"]
     episodes, _ = play(capsys, "--env-name", "CartPole-v1", "--load-dir", save_dir,
                        "--episodes", "2", "--non-det")
     assert len(episodes) == 2
@@ -227,6 +228,8 @@ def test_load_dir_forms_and_choosing_among_several(capsys, tmp_path, cartpole):
     assert all(str(p) in err for p in (seed1, models / "a2c" / "CartPole-v1_seed2.pt",
                                        models / "ppo" / "CartPole-v1.pt"))
     assert "several" in fail(capsys, "--env-name", "CartPole-v1", "--load-dir", str(models / "a2c"))
+    assert "unrecognized arguments: --train-sed 2 (see --help)" in fail(
+        capsys, "--env-name", "CartPole-v1", "--load-dir", str(models), "--train-sed", "2")
     for choice, chosen in [(["--load-dir", str(models / "a2c"), "--train-seed", "2"],
                             models / "a2c" / "CartPole-v1_seed2.pt"),
                            (["--load-dir", str(models), "--algo", "ppo"],

@@ -93,7 +93,8 @@ def test_bad_arguments_exit_with_one_line(tmp_path, capsys):
     for bad, needle in [(["--algo", "dqn"], "--algo 'dqn'"),
                         (["--num-processes", "0"], "--num-processes"),
                         (["--algo", "ppo", "--num-processes", "3", "--num-steps", "5",
-                          "--num-mini-batch", "16"], "(3 * 5 = 15) must be at least --num-mini-batch"),
+                          "--num-mini-batch", "16"],
+                         "(3 * 5 = 15) must be at least --num-mini-batch"),
                         (["--algo", "ppo", "--recurrent-policy", "--num-processes", "3",
                           "--num-mini-batch", "4"], "envs (3) must be at least --num-mini-batch"),
                         (["--vec-env", "threads"], "--vec-env 'threads'")]:
@@ -107,7 +108,8 @@ def test_bad_arguments_exit_with_one_line(tmp_path, capsys):
 @pytest.mark.slow
 def test_ppo_solves_cartpole(tmp_path):
     """The README's command: mean of the last 20 episodes >= 475 within 100k env steps."""
-    returns = monitor_returns(run(tmp_path, CARTPOLE_PPO + ["--seed", "1", "--log-interval", "50"]).log_dir)
+    paths = run(tmp_path, CARTPOLE_PPO + ["--seed", "1", "--log-interval", "50"])
+    returns = monitor_returns(paths.log_dir)
     assert np.mean(returns[-20:]) >= 475, returns[-20:]
 
 
@@ -185,6 +187,11 @@ def test_existing_run_is_not_overwritten(tmp_path, capsys):
 def test_resume_refuses_bad_checkpoints(tmp_path, capsys):
     argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
     expect_exit_2(capsys, argv + ["--resume"], "no checkpoint")
+    old = tmp_path / "models" / "a2c" / "CartPole-v1.pt"  # as earlier versions named it
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"")
+    expect_exit_2(capsys, argv + ["--resume"], f"{old} is a run saved under the original's name")
+    old.unlink()
     assert main.main(argv) == 0
     cartpole, acrobot = a2c_paths(tmp_path).checkpoint, a2c_paths(tmp_path, "Acrobot-v1").checkpoint
     # A CartPole checkpoint where an Acrobot one is expected.

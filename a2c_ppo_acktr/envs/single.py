@@ -55,7 +55,7 @@ def _env_spec(env_id):
     raise ValueError(f"unknown env id {env_id!r}{hint}")
 
 
-def check_env_id(env_id):
+def check_env_id(env_id: str) -> None:
     """ValueError (one line, with suggestions) unless ``env_id`` names a registered env."""
     _env_spec(env_id)
 
