@@ -70,6 +70,10 @@ def test_runs_get_their_own_files_and_only_the_same_run_is_refused(tmp_path, cap
     assert sorted(os.listdir(logs)) == ["a2c", "ppo"]  # nothing else at the top
 
     expect_exit_2(capsys, a2c, "a2c/CartPole-v1_seed1.pt already holds a run")
+    old = models / "ppo/CartPole-v1.pt"  # as the original and earlier versions named it
+    old.write_bytes(b"")
+    expect_exit_2(capsys, a2c + others[0] + ["--seed", "3", "--resume"],
+                  f"{old} is a run saved under the original's name: rename it to resume it")
     assert main.main(TINY + ["--num-env-steps", "64", "--resume"] + dirs(tmp_path)) == 0
     assert [int(r["timesteps"]) for r in rows(logs / "a2c/CartPole-v1_seed1")] == [16, 32, 48, 64]
     ppo = (models / "ppo/CartPole-v1_seed1.pt").read_bytes()
