@@ -128,6 +128,21 @@ def test_module_env_id_with_dict_observations_and_no_render_mode(tmp_path):
     assert proc.stdout.count("length 5") == 2
 
 
+def test_env_without_render_mode_cannot_be_recorded_in_one_line(tmp_path, capsys):
+    import enjoy
+
+    env = "tests.toy_envs:DictObs-v0"
+    assert main.main(TINY + ["--env-name", env, "--num-steps", "5", "--num-env-steps", "10"]
+                     + dirs(tmp_path)) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        enjoy.main(["--env-name", env, "--load-dir", str(tmp_path / "models"),
+                    "--record", str(tmp_path / "x.gif")])
+    assert exc.value.code == 2
+    one_error_line(capsys.readouterr().err,
+                   f"enjoy.py: error: {env} cannot render: its constructor takes no render_mode")
+
+
 # 2, 5. Failing inputs leave nothing behind; a failure after creation removes what it created.
 def test_failed_start_leaves_nothing_behind(tmp_path, capsys):
     (tmp_path / "logs").mkdir()
@@ -216,6 +231,19 @@ def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
     ckpt = torch.load(path, weights_only=True)
     assert ckpt["env_steps"] == int(steps.replace(",", "")) >= 48
     assert not [f for f in os.listdir(os.path.dirname(path)) if ".tmp-" in f]
+
+
+def test_second_signal_stops_at_once_in_one_line(capsys):
+    from a2c_ppo_acktr.interrupt import StopRequest
+
+    previous = signal.getsignal(signal.SIGTERM)
+    with StopRequest() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested and stop.exit_status == 143
+        with pytest.raises(SystemExit) as exc:
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert exc.value.code == 143 and signal.getsignal(signal.SIGTERM) is previous
+    one_error_line(capsys.readouterr().err, ": SIGTERM again: stopped without saving")
 
 
 # 6. Temporaries of a killed save are removed at the next start, this run's only.

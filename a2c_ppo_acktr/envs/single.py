@@ -3,6 +3,7 @@ import difflib
 import importlib
 import json
 import os
+import warnings
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -149,13 +150,17 @@ def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, 
                 kwargs["frameskip"] = 1  # e.g. ALE/*-v5: MaxAndSkipEnv does the skipping
         # render_mode only when asked: an env whose constructor has no render_mode still runs.
         asked = {"render_mode": render_mode} if render_mode is not None else {}
-        try:
-            env = gym.make(env_id, **{**asked, **kwargs, **(env_kwargs or {})})
-        except TypeError as e:
-            if "render_mode" not in str(e) or not asked:
-                raise
-            raise ValueError(f"{env_id} cannot render: its constructor takes no "
-                             "render_mode") from None
+        with warnings.catch_warnings(record=True) as caught:  # shown unless the error says it
+            warnings.simplefilter("default")
+            try:
+                env = gym.make(env_id, **{**asked, **kwargs, **(env_kwargs or {})})
+            except TypeError as e:
+                if "render_mode" not in str(e) or not asked:
+                    raise
+                raise ValueError(f"{env_id} cannot render: its constructor takes no "
+                                 "render_mode") from None
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         env = _vector_observations(env, env_id, announce=rank == 0)
         if atari:
             env = NoopResetEnv(env, noop_max=30)
