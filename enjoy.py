@@ -2,21 +2,24 @@
 
 Usage::
 
-    python enjoy.py --env-name E --load-dir D [--algo ppo] [--non-det] [--episodes N]
-                    [--max-steps N] [--seed S] [--record PATH.mp4|PATH.gif] [--no-render]
+    python enjoy.py --env-name E --load-dir D [--algo ppo] [--train-seed S] [--non-det]
+                    [--episodes N] [--max-steps N] [--seed S] [--record PATH.mp4|PATH.gif]
+                    [--no-render]
 
     python enjoy.py --env-name CartPole-v1 --load-dir trained_models --record cartpole.gif
-    python enjoy.py --load-dir trained_models/ppo/PongNoFrameskip-v4.pt --max-steps 2000
+    python enjoy.py --env-name PongNoFrameskip-v4 --load-dir trained_models/a2c
+    python enjoy.py --load-dir trained_models/ppo/PongNoFrameskip-v4_seed1.pt --max-steps 2000
 
-The checkpoint is ``<load-dir>/<algo>/<env-name>.pt`` ('/' in the id becomes '_'), found without
-``--algo`` when one algorithm directory holds it; ``--load-dir`` may also name the file itself.
+``--load-dir`` is main.py's ``--save-dir``, one of its ``<algo>`` directories (the original's
+form) or a checkpoint file. In a directory the env's checkpoint is ``<env-name>_seed<seed>.pt``
+('/' in the id becomes '_') or the original's ``<env-name>.pt``; ``--algo`` and ``--train-seed``
+choose when there are several.
 Actions are the policy's mode unless ``--non-det``. Each episode prints its raw return (for Atari
 the game score, not the clipped training reward). ``--record`` writes the frames to a .gif or .mp4
 (imageio; imageio-ffmpeg for .mp4). Without a display nothing is shown, and MuJoCo renders
 offscreen with ``MUJOCO_GL=egl`` unless MUJOCO_GL is set. A missing, unreadable or mismatched
 checkpoint is one line on stderr and exit status 2.
 """
-import argparse
 import os
 import sys
 
@@ -25,7 +28,7 @@ import numpy as np
 import torch
 from stable_baselines3.common.monitor import Monitor
 
-from a2c_ppo_acktr.arguments import fail
+from a2c_ppo_acktr.arguments import Parser, fail
 from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.playback import add_checkpoint_args, build_policy, load, play_envs
 
@@ -37,7 +40,7 @@ def _fail(message):
 
 
 def get_args(argv=None):
-    p = argparse.ArgumentParser(description="Play a policy saved by main.py")
+    p = Parser(prog="enjoy.py", description="Play a policy saved by main.py")
     add_checkpoint_args(p)
     p.add_argument("--non-det", action="store_true", help="sample actions instead of the mode")
     p.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")

@@ -5,9 +5,7 @@ The loop is the algorithm box of the papers: collect ``num_steps`` transitions f
 update the agent, then log / save / evaluate.
 """
 import functools
-import glob
 import math
-import os
 import sys
 import time
 from collections import deque
@@ -15,198 +13,134 @@ from collections import deque
 import numpy as np
 import torch
 
-from a2c_ppo_acktr import algo, utils
-from a2c_ppo_acktr.algo import gail
-from a2c_ppo_acktr.arguments import fail, get_args
+from a2c_ppo_acktr import utils
+from a2c_ppo_acktr.arguments import fail, get_args, program, warn
+from a2c_ppo_acktr.build import build_run, make_policy
+from a2c_ppo_acktr.checkpoint import (
+    CheckpointError,
+    checkpoint_state,
+    load_checkpoint,
+    run_paths,
+    save_checkpoint,
+)
 from a2c_ppo_acktr.distributed import DDP
-from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs, normalizer_state
+from a2c_ppo_acktr.envs import get_vec_normalize, normalizer_state
+from a2c_ppo_acktr.envs.single import check_env_id
 from a2c_ppo_acktr.evaluation import evaluate
+from a2c_ppo_acktr.interrupt import StopRequest
 from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
-from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.realtime import mean_benchmarks
 from a2c_ppo_acktr.rollout import collect_rollout
+from a2c_ppo_acktr.rundir import abandon, check_run, make_run_dirs
 from a2c_ppo_acktr.sampler import AsyncSampler
 from a2c_ppo_acktr.storage import RolloutStorage
 
-DEFAULT_THREADS = torch.get_num_threads()
+RETURN_COLUMNS = ("mean_return", "median_return", "min_return", "max_return")
 
 
-def make_policy(args, envs, device):
-    return Policy(envs.observation_space.shape, envs.action_space,
-                  base_kwargs={"recurrent": args.recurrent_policy}).to(device)
-
-
-def make_agent(args, actor_critic):
-    if args.algo == "ppo":
-        return algo.PPO(actor_critic, args.clip_param, args.ppo_epoch, args.num_mini_batch,
-                        args.value_loss_coef, args.entropy_coef, lr=args.lr, eps=args.eps,
-                        max_grad_norm=args.max_grad_norm)
-    return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
-                          eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
-                          acktr=args.algo == "acktr")
-
-
-def save_path(args):
-    return os.path.join(args.save_dir, args.algo, args.env_name.replace("/", "_") + ".pt")
-
-
-def checkpoint_state(args, actor_critic, agent, envs, env_steps, obs_rms, discr=None):
-    """Everything needed to rebuild and resume the run, as tensors and plain values."""
-    return {
-        "actor_critic": actor_critic.state_dict(),
-        "optimizer": agent.optimizer.state_dict(),
-        "obs_rms": obs_rms,
-        "env_steps": env_steps,
-        "torch_rng": torch.get_rng_state(),
-        "env_name": args.env_name,
-        "env_kwargs": args.env_kwargs,
-        "algo": args.algo,
-        "obs_shape": list(envs.observation_space.shape),
-        "action_space": str(envs.action_space),
-        "recurrent_policy": args.recurrent_policy,
-        "gail": discr.full_state_dict() if discr is not None else None,
-    }
-
-
-def make_gail(args, envs, device):
-    """GAIL's discriminator and expert batches (raw states); ``gail.GailError`` on bad input."""
-    path = gail.expert_path(args.gail_experts_dir, args.env_name)
-    discr = gail.Discriminator(envs.observation_space, envs.action_space, reward=args.gail_reward,
-                               device=device)
-    if not os.path.isfile(path):
-        raise gail.GailError(
-            f"no expert file at {path}; make one from a policy trained by main.py with "
-            f"'python gail_experts/generate.py --env-name {args.env_name} --load-dir <save-dir>' "
-            "(or convert openai/imitation data with gail_experts/convert_to_pytorch.py)")
-    dataset = gail.ExpertDataset(path, num_trajectories=4, subsample_frequency=20)
-    gail.check_expert_data(dataset, path, args.env_name, envs.observation_space, envs.action_space)
-    print(f"GAIL: {len(dataset)} expert pairs from {path}, trajectory returns "
-          f"{', '.join(f'{r:.1f}' for r in dataset.expert_returns)}")
-    loader = torch.utils.data.DataLoader(dataset, batch_size=args.gail_batch_size, shuffle=True,
-                                         drop_last=len(dataset) > args.gail_batch_size)
-    return discr, loader
-
-
-def check_run_dirs(args, log_dir):
-    """A new run must not silently replace an old one; --resume needs one to continue."""
-    path = save_path(args)
-    monitors = glob.glob(os.path.join(log_dir, "*.monitor.csv"))
-    if args.resume:
-        if not os.path.exists(path):
-            fail(f"--resume: no checkpoint at {path}; start a new run without --resume")
-    elif not args.overwrite and (os.path.exists(path) or monitors):
-        found = path if os.path.exists(path) else log_dir
-        fail(f"{found} already holds a run; pass --resume to continue it or --overwrite to "
-             "replace it")
-
-
-def main(argv=None):
+def main(argv=None) -> int:
     args = get_args(argv)
+    with StopRequest() as stop:  # Ctrl-C / SIGTERM: finish the update, save, exit 130 / 143
+        return train(args, stop)
+
+
+def train(args, stop: StopRequest) -> int:
+    """The run ``args`` describes; -> its exit status (0, 1 on a failure mid-run, 128 + signal)."""
     ddp = DDP.from_env(args)  # under torchrun: this process is one rank of one learner
     rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)  # the lead logs, saves, evaluates
-    log_dir = os.path.expanduser(args.log_dir)
-    eval_log_dir = log_dir + "_eval"
+    paths = run_paths(args)
     if lead:
-        check_run_dirs(args, log_dir)
-
+        check_run(args, paths)
+    try:
+        check_env_id(args.env_name)
+    except ValueError as e:
+        fail(str(e))
     resumed = None
     if args.resume:
         try:
-            resumed = utils.load_checkpoint(save_path(args))
-        except utils.CheckpointError as e:
+            resumed = load_checkpoint(paths.checkpoint)
+        except CheckpointError as e:
             fail(f"--resume: {e}")
     env_steps = resumed["env_steps"] if resumed else 0
 
+    # Seeds the CUDA generators too, lazily: a CPU run never initializes CUDA.
     torch.manual_seed(args.seed + rank)  # ranks sample apart; all start from rank 0's weights
     np.random.seed(args.seed)
-    torch.cuda.manual_seed_all(args.seed)
     if args.cuda and args.cuda_deterministic:
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
     device = ddp.device if ddp else torch.device("cuda:0" if args.cuda else "cpu")
 
-    for d in (log_dir, eval_log_dir):
-        os.makedirs(d, exist_ok=True)
-        if not resumed and lead:
-            for f in glob.glob(os.path.join(d, "*.monitor.csv")):
-                os.remove(f)
+    # Inputs are valid: from here on this run's directories exist, until it fails to start.
+    created = make_run_dirs(args, paths, bool(resumed)) if lead else []
     if ddp:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
-
     try:
-        # A resumed run re-seeds its envs past the seeds already used, not replaying them.
-        if args.num_workers:  # Ray actors sample; they look like one vector env of N * P envs
-            from a2c_ppo_acktr.workers import WorkerGroup
-            envs = WorkerGroup(args, log_dir, env_steps, resumed=bool(resumed))
-        else:
-            envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
-                                 args.gamma, log_dir, device, False, vec_env=args.vec_env,
-                                 monitor_append=bool(resumed), env_kwargs=args.env_kwargs,
-                                 first_rank=rank * args.num_processes)
-    except (ValueError, ImportError) as e:  # unknown env id (with suggestions), bad env kwargs,
-        fail(str(e))                        # no Ray, ...
+        envs, actor_critic, agent, discr, expert_loader = build_run(args, paths, device, resumed,
+                                                                    rank)
+        if ddp:
+            ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
+            ddp.share_normalizer(envs)
+            if resumed and rank:
+                torch.manual_seed(args.seed + rank + env_steps)  # the saved RNG state is rank 0's
+        obs = envs.reset()
+    except BaseException:
+        if lead:
+            abandon(paths, created, bool(resumed))
+        raise
+    if lead:  # the run has started: what it should know, then where its files go
+        for warning in args.warnings:
+            warn(warning)
+        print(f"run files: logs {paths.log_dir}/, checkpoint "
+              f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
     collect = envs.collect if args.num_workers else functools.partial(collect_rollout, envs)
-    # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
-    # on image batches do gain (bench_fps case d: 197 env-steps/s on 1 thread, 277 on 2).
-    torch.set_num_threads(1 if len(envs.observation_space.shape) == 1 else DEFAULT_THREADS)
-    actor_critic = make_policy(args, envs, device)
-    agent = make_agent(args, actor_critic)
-    discr = expert_loader = None
-    if args.gail:
-        try:
-            discr, expert_loader = make_gail(args, envs, device)
-        except gail.GailError as e:
-            envs.close()
-            if not resumed:  # leave no monitor files of a run that never started
-                for f in glob.glob(os.path.join(log_dir, "*.monitor.csv")):
-                    os.remove(f)
-            fail(str(e))
-    if resumed:
-        try:
-            utils.check_checkpoint(resumed, save_path(args), args.env_name,
-                                   envs.observation_space.shape, envs.action_space)
-            actor_critic.load_state_dict(resumed["actor_critic"])
-            agent.optimizer.load_state_dict(resumed["optimizer"])
-            if discr is not None:
-                if resumed.get("gail") is None:
-                    raise utils.CheckpointError(f"{save_path(args)} was trained without --gail")
-                discr.load_full_state_dict(resumed["gail"])
-        except (utils.CheckpointError, RuntimeError, ValueError, KeyError) as e:
-            envs.close()
-            fail(f"--resume: {str(e).splitlines()[0]}")
-        if resumed["obs_rms"] is not None:
-            get_vec_normalize(envs).load_state_dict(resumed["obs_rms"])
-        torch.set_rng_state(resumed["torch_rng"])
-    if ddp:
-        ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
-        ddp.share_normalizer(envs)
-        if resumed and rank:
-            torch.manual_seed(args.seed + rank + env_steps)  # the saved RNG state is rank 0's
-
-    obs = envs.reset()
     rollouts = RolloutStorage(args.num_steps, envs.num_envs, envs.observation_space.shape,
                               envs.action_space, actor_critic.recurrent_hidden_state_size,
                               obs_dtype=obs.dtype).to(device)
     rollouts.obs[0].copy_(obs)
 
+    steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
+    num_updates = args.num_env_steps // steps_per_update
+    first_update = env_steps // steps_per_update
+    total = num_updates * steps_per_update
     if lead:
-        logger = ScalarLogger(log_dir, append=bool(resumed))
-        eval_logger = ScalarLogger(log_dir, "eval.csv", tensorboard=False, append=bool(resumed))
-    progress = ProgressLine(args.num_env_steps)
+        print(f"training {total:,} steps: {num_updates:,} updates of {steps_per_update:,}"
+              + (f" (--num-env-steps {args.num_env_steps:,} rounded down to whole updates)"
+                 if total != args.num_env_steps else "")
+              + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
+        logger = ScalarLogger(paths.log_dir, append=bool(resumed))
+        eval_logger = (ScalarLogger(paths.eval_dir, "eval.csv", tensorboard=False,
+                                    append=bool(resumed))
+                       if args.eval_interval is not None else None)
+    progress = ProgressLine(total)
     progress.enabled = progress.enabled and lead
     episode_rewards = deque(maxlen=10)
     timeouts = [None] * envs.num_envs  # real-time envs only: late steps per env
     realtime = any(b is not None for b in envs.benchmarks())
-    start, start_steps = time.time(), env_steps
-    steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
-    num_updates = args.num_env_steps // steps_per_update
-    first_update = env_steps // steps_per_update
+    start, start_steps, saved_steps = time.time(), env_steps, env_steps
     envs.pause()  # real-time envs hold still until the first step: the set-up above took a while
     sampler = None
     if args.async_rollouts and not args.num_workers:  # from now on a thread steps the envs, one
         # update behind the learner (Ray workers run ahead on their own: workers.py)
         sampler = AsyncSampler(envs, actor_critic, make_policy(args, envs, device), rollouts,
                                num_updates - first_update, args.use_proper_time_limits)
+
+    def finish(status, message=None, stream=sys.stderr):
+        """Stop the sampler, close envs and logs, print ``message`` (one line); -> ``status``."""
+        progress.clear()
+        if message and lead:
+            print(message, file=stream, flush=True)
+        if sampler is not None:
+            sampler.close()
+        envs.close()
+        if lead:
+            logger.close()
+            if eval_logger is not None:
+                eval_logger.close()
+        if ddp:
+            ddp.close()
+        return status
+
     for j in range(first_update, num_updates):
         if args.use_linear_lr_decay:
             # ACKTR decays K-FAC's own lr (--lr is not used by it).
@@ -246,17 +180,9 @@ def main(argv=None):
 
         value_loss, action_loss, dist_entropy = agent.update(rollouts)
         if not all(math.isfinite(x) for x in (value_loss, action_loss, dist_entropy)):
-            progress.clear()
-            print(f"{os.path.basename(sys.argv[0])}: error: non-finite loss at update {j} (value "
-                  f"{value_loss}, action {action_loss}, entropy {dist_entropy}); stopped, "
-                  f"keeping the last saved checkpoint {save_path(args)}", file=sys.stderr)
-            if sampler is not None:
-                sampler.close()
-            envs.close()
-            if lead:
-                logger.close()
-                eval_logger.close()
-            return 1
+            return finish(1, f"{program()}: error: non-finite loss at update {j} (value "
+                          f"{value_loss}, action {action_loss}, entropy {dist_entropy}); stopped, "
+                          f"keeping the last saved checkpoint {paths.checkpoint}")
         if sampler is None:
             rollouts.after_update()
         else:  # the buffer goes back, with the weights for the rollout after the next one
@@ -266,18 +192,32 @@ def main(argv=None):
         last = j == num_updates - 1
         # Async: the sampler keeps stepping the envs; its snapshot is from this rollout's end.
         obs_rms = normalizer_state(envs) if sampler is None else sampler.obs_rms
-        if lead and (j % args.save_interval == 0 or last) and args.save_dir != "":
-            utils.save_checkpoint(checkpoint_state(args, actor_critic, agent, envs, env_steps,
-                                                   obs_rms, discr), save_path(args))
+        stopping = stop.requested if ddp is None else ddp.any(stop.requested)
+        if lead and (j % args.save_interval == 0 or last or stopping) and paths.checkpoint:
+            try:
+                save_checkpoint(checkpoint_state(args, actor_critic, agent, envs, env_steps,
+                                                 obs_rms, discr), paths.checkpoint)
+                saved_steps = env_steps
+            except CheckpointError as e:
+                # Stop rather than train on: what cannot be saved is lost however long the run
+                # goes on. The atomic write kept the previous checkpoint, which --resume continues.
+                return finish(1, f"{program()}: error: {e}; stopped at {env_steps:,} steps, "
+                              f"keeping the previous checkpoint ({saved_steps:,} steps)")
+        if stopping:
+            return finish(stop.exit_status, f"interrupted at {env_steps:,} steps; " + (
+                f"saved {paths.checkpoint}; --resume to continue" if paths.checkpoint
+                else "nothing saved (--save-dir is empty)"))
 
         fps = int((env_steps - start_steps) / (time.time() - start))
         recent = float(np.mean(episode_rewards)) if episode_rewards else float("nan")
         progress.update(env_steps, fps, recent)
         if lead and (j % args.log_interval == 0 or last):
-            rewards = np.array(episode_rewards) if episode_rewards else np.full(1, np.nan)
-            row = {"update": j, "timesteps": env_steps, "fps": fps,
-                   "mean_return": recent, "median_return": float(np.median(rewards)),
-                   "min_return": float(np.min(rewards)), "max_return": float(np.max(rewards)),
+            # No episode ended yet (e.g. just after --resume): empty cells rather than NaN.
+            rewards = np.array(episode_rewards)
+            returns = {"mean_return": recent, "median_return": float(np.median(rewards)),
+                       "min_return": float(np.min(rewards)), "max_return": float(np.max(rewards))
+                       } if episode_rewards else dict.fromkeys(RETURN_COLUMNS, "")
+            row = {"update": j, "timesteps": env_steps, "fps": fps, **returns,
                    "value_loss": value_loss, "action_loss": action_loss, "entropy": dist_entropy,
                    "approx_kl": agent.stats.get("approx_kl", float("nan")),
                    "clip_fraction": agent.stats.get("clip_fraction", float("nan")),
@@ -293,10 +233,11 @@ def main(argv=None):
             logger.log(row, env_steps)
             progress.clear()
             print(f"Updates {j}, num timesteps {env_steps}, FPS {fps} \n"
-                  f" Last {len(episode_rewards)} training episodes: mean/median reward "
-                  f"{row['mean_return']:.1f}/{row['median_return']:.1f}, min/max reward "
-                  f"{row['min_return']:.1f}/{row['max_return']:.1f}\n"
-                  f" entropy {dist_entropy:.4f}, value loss {value_loss:.4f}, "
+                  + (f" Last {len(episode_rewards)} training episodes: mean/median reward "
+                     f"{row['mean_return']:.1f}/{row['median_return']:.1f}, min/max reward "
+                     f"{row['min_return']:.1f}/{row['max_return']:.1f}\n" if episode_rewards
+                     else " No training episode has ended yet\n")
+                  + f" entropy {dist_entropy:.4f}, value loss {value_loss:.4f}, "
                   f"action loss {action_loss:.4f}"
                   + (f", approx kl {row['approx_kl']:.4f}, clip fraction {row['clip_fraction']:.3f}"
                      if args.algo == "ppo" else "")
@@ -321,21 +262,13 @@ def main(argv=None):
         elif due:
             progress.clear()
             returns = evaluate(actor_critic, obs_rms, args.env_name, args.seed, args.num_processes,
-                               eval_log_dir, device, env_kwargs=args.env_kwargs)
+                               paths.eval_dir, device, env_kwargs=args.env_kwargs)
             eval_logger.log({"update": j, "timesteps": env_steps, "episodes": len(returns),
                              "mean_return": float(np.mean(returns)),
                              "std_return": float(np.std(returns))}, env_steps)
 
-    progress.clear()
-    if sampler is not None:
-        sampler.close()
-    envs.close()
-    if lead:
-        logger.close()
-        eval_logger.close()
-    if ddp:
-        ddp.close()
-    return 0
+    return finish(0, f"done: {env_steps:,} steps; checkpoint {paths.checkpoint} "
+                     f"({saved_steps:,} steps)" if paths.checkpoint else None, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ import argparse
 import ast
 import os
 import sys
+from typing import Optional
 
 import torch
 
@@ -24,9 +25,16 @@ def _count(text):
     return int(value)
 
 
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (``fail``), not the usage and then the error."""
+
+    def error(self, message: str):
+        fail(f"{message} (see --help)", prog=self.prog)
+
+
 def build_parser():
-    p = argparse.ArgumentParser(description="A2C / PPO for gymnasium environments")
-    p.add_argument("--algo", default="a2c",
+    p = Parser(description="A2C, PPO, ACKTR and GAIL for gymnasium environments")
+    p.add_argument("--algo", default="a2c", metavar="{" + ",".join(ALGOS) + "}",
                    help="algorithm: " + " | ".join(ALGOS) + " (acktr uses K-FAC's own lr 0.25, "
                    "momentum 0.9, kl-clip 0.001 and ignores --lr, --eps, --alpha, --max-grad-norm)")
     p.add_argument("--lr", type=float, default=7e-4, help="learning rate (default: 7e-4)")
@@ -80,7 +88,7 @@ def build_parser():
                    "normalization, schedule); logs and monitor files are appended")
     p.add_argument("--overwrite", action="store_true", default=False,
                    help="start a new run even if --save-dir / --log-dir hold one (replacing it)")
-    p.add_argument("--vec-env", default="auto",
+    p.add_argument("--vec-env", default="auto", metavar="{" + ",".join(VEC_ENVS) + "}",
                    help="vectorization: " + " | ".join(VEC_ENVS)
                    + " (auto: chosen per env from measurements, see envs.py)")
     p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY=VALUE",
@@ -106,7 +114,7 @@ def build_parser():
                    "after which observation normalization is frozen (default: 10)")
     p.add_argument("--gail-warmup-epoch", type=_count, default=100,
                    help="discriminator epochs per warm-up update (default: 100)")
-    p.add_argument("--gail-reward", default="airl",
+    p.add_argument("--gail-reward", default="airl", metavar="{" + ",".join(GAIL_REWARDS) + "}",
                    help="learned reward: airl = log D - log(1 - D) (the original's) | "
                    "gail = -log(1 - D) (default: airl)")
     # Scale-out (workers.py, distributed.py).
@@ -150,12 +158,42 @@ def parse_env_kwargs(pairs):
     return kwargs
 
 
+def program() -> str:
+    """The running script's name, for the first word of its error lines."""
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "main.py"
+
+
 def fail(message, prog=None):
     """One line on stderr and exit status 2: bad input is explained, never a traceback."""
-    if prog is None:
-        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "main.py"
-    print(f"{prog}: error: {message}", file=sys.stderr)
+    print(f"{prog or program()}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def warn(message: str) -> None:
+    """One line on stderr about a setting that runs, but not as one might expect."""
+    print(f"{program()}: warning: {message}", file=sys.stderr)
+
+
+def check_minibatches(args: argparse.Namespace) -> Optional[str]:
+    """PPO cuts each rollout into minibatches of ``units // num_mini_batch`` samples (whole envs
+    when recurrent), as many as fit, the rest left out: the original's ``BatchSampler(...,
+    drop_last=True)``. Refuse what gives empty minibatches; -> a warning when the cut is uneven."""
+    envs = args.num_processes * max(1, args.num_workers)  # Ray workers fill one storage
+    if args.recurrent_policy:
+        units, what, unit = envs, f"the number of envs ({envs})", "envs"
+    else:
+        units, unit = envs * args.num_steps, "samples"
+        what = f"--num-processes * --num-steps ({envs} * {args.num_steps} = {units})"
+    if units < args.num_mini_batch:
+        fail(f"{what} must be at least --num-mini-batch ({args.num_mini_batch})"
+             + (" for recurrent PPO" if args.recurrent_policy else ""))
+    if units % args.num_mini_batch:
+        size = units // args.num_mini_batch
+        count, dropped = units // size, units % size
+        return (f"{what} is not a multiple of --num-mini-batch ({args.num_mini_batch}): each PPO "
+                f"epoch takes {count} minibatches of {size} {unit}, as the original did"
+                + (f", leaving {dropped} out" if dropped else ""))
+    return None
 
 
 def check_args(args):
@@ -180,16 +218,10 @@ def check_args(args):
     if args.algo == "acktr" and args.recurrent_policy:
         fail("--algo acktr does not support --recurrent-policy: K-FAC here covers Linear and "
              "Conv2d layers only, not the GRU")
-    if args.algo == "ppo":
-        batch = args.num_processes * args.num_steps
-        if args.recurrent_policy and args.num_processes < args.num_mini_batch:
-            fail(f"recurrent PPO needs --num-processes ({args.num_processes}) >= "
-                  f"--num-mini-batch ({args.num_mini_batch})")
-        if batch % args.num_mini_batch != 0 or batch < args.num_mini_batch:
-            fail(f"--num-processes * --num-steps ({args.num_processes} * {args.num_steps} = "
-                  f"{batch}) must be a multiple of --num-mini-batch ({args.num_mini_batch})")
     if args.num_workers < 0:
         fail(f"--num-workers must be 0 or a positive integer, got {args.num_workers}")
+    # Warnings wait until all input is checked: bad input gets its one error line only.
+    args.warnings = [w for w in [check_minibatches(args) if args.algo == "ppo" else None] if w]
     for name in ("ray_address", "check_rollouts"):
         if getattr(args, name) and not args.num_workers:
             fail(f"--{name.replace('_', '-')} needs --num-workers N (Ray rollout workers)")
@@ -214,5 +246,11 @@ def get_args(argv=None):
     args = build_parser().parse_args(argv)
     check_args(args)
     args.env_kwargs = parse_env_kwargs(args.env_kwargs)
-    args.cuda = not args.no_cuda and torch.cuda.is_available()
+    if args.no_cuda:
+        # CPU only, in this process and its env / Ray workers. torch itself asks for CUDA on
+        # every optimizer step (is a CUDA graph being captured?): with a GPU visible that
+        # initializes the driver and a context. Hidden, and counted through NVML, it does neither.
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    args.cuda = not args.no_cuda and torch.cuda.is_available()  # only now: it initializes CUDA
     return args

@@ -65,6 +65,13 @@ class DDP:
     def barrier(self):
         dist.barrier()
 
+    def any(self, flag: bool) -> bool:
+        """``flag`` of any rank, on every rank: a Ctrl-C that reached one rank stops them all at
+        the same update (a rank that went on alone would wait in the next collective forever)."""
+        t = torch.tensor([float(flag)], device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
     def average_gradients(self, module):
         """Start all ranks from rank 0's parameters; from then on every backward through
         ``module`` ends with its gradients averaged over the ranks (one flat all-reduce).

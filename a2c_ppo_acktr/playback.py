@@ -6,65 +6,43 @@ program name ``prog``.
 """
 import argparse
 import contextlib
-import glob
-import os
 import tempfile
 from collections.abc import Iterator
 
 import gymnasium as gym
 
-from a2c_ppo_acktr.arguments import fail
+from a2c_ppo_acktr import checkpoint
+from a2c_ppo_acktr.arguments import ALGOS, fail
 from a2c_ppo_acktr.envs import VecEnvWrapper, make_vec_envs
-from a2c_ppo_acktr.evaluation import freeze_normalization
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.utils import CheckpointError, check_checkpoint, load_checkpoint
-
-CHECKPOINT_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
 
 
 def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
-    """The flags that find a checkpoint of main.py (``checkpoint_path``)."""
+    """The flags that find a checkpoint of main.py (``load``)."""
     p.add_argument("--env-name", default=None,
                    help="gymnasium id (default: the checkpoint's, when --load-dir is a file)")
     p.add_argument("--load-dir", default="./trained_models/",
-                   help="the --save-dir of main.py, or a .pt checkpoint file")
-    p.add_argument("--algo", default=None,
-                   help="a2c | ppo | acktr (default: the one with a checkpoint)")
-
-
-def checkpoint_path(args: argparse.Namespace, prog: str) -> str:
-    """``<load-dir>/<algo>/<env-name>.pt`` (without ``--algo``: the one algorithm directory that
-    holds it), or ``--load-dir`` itself when it names a file."""
-    if os.path.isfile(args.load_dir) or args.load_dir.endswith(".pt"):
-        return args.load_dir
-    if args.env_name is None:
-        fail("--env-name is needed when --load-dir is a directory", prog)
-    name = args.env_name.replace("/", "_") + ".pt"
-    if args.algo is not None:
-        return os.path.join(args.load_dir, args.algo, name)
-    found = sorted(glob.glob(os.path.join(glob.escape(args.load_dir), "*", name)))
-    if len(found) > 1:
-        fail(f"several checkpoints for {args.env_name}: {', '.join(found)}; choose with --algo",
-             prog)
-    return found[0] if found else os.path.join(args.load_dir, "<algo>", name)
+                   help="the --save-dir of main.py, one of its <algo> directories, or a .pt "
+                   "checkpoint file")
+    p.add_argument("--algo", default=None, metavar="{" + ",".join(ALGOS) + "}",
+                   help="the algorithm whose checkpoint to load (default: the one with one)")
+    p.add_argument("--train-seed", type=int, default=None, metavar="S",
+                   help="the --seed of the training run to load (default: the one with a "
+                   "checkpoint)")
 
 
 def load(args: argparse.Namespace, prog: str) -> tuple[str, dict]:
-    """-> (path, checkpoint) of main.py for ``args.env_name`` (taken from it when not given)."""
-    path = checkpoint_path(args, prog)
-    if not os.path.isfile(path):
-        fail(f"no checkpoint at {path} (main.py saves <save-dir>/<algo>/<env-name>.pt)", prog)
+    """The checkpoint that --load-dir, --env-name, --algo and --train-seed designate: its path
+    and contents; ``args.env_name`` defaults to its env."""
     try:
-        ckpt = load_checkpoint(path)
-    except CheckpointError as e:
-        fail(f"{e}; expected a state-dict checkpoint saved by main.py", prog)
-    if not isinstance(ckpt, dict) or not all(k in ckpt for k in CHECKPOINT_KEYS):
-        fail(f"{path} is not a checkpoint saved by main.py "
-             f"(expected keys {', '.join(CHECKPOINT_KEYS)})", prog)
+        path = checkpoint.find_checkpoint(args.load_dir, args.env_name, args.algo,
+                                          args.train_seed)
+        ckpt = checkpoint.load_policy_checkpoint(path, args.env_name)
+    except checkpoint.CheckpointError as e:
+        fail(str(e), prog)
     args.env_name = args.env_name or ckpt["env_name"]
-    if ckpt["env_name"] != args.env_name:
-        fail(f"{path} holds a policy for {ckpt['env_name']}, not for --env-name {args.env_name}",
-             prog)
+    steps = ckpt.get("env_steps")
+    print(f"loaded {path}" + (f" ({ckpt.get('algo')}, {steps:,} steps)" if steps else ""))
     return path, ckpt
 
 
@@ -88,19 +66,8 @@ def play_envs(args: argparse.Namespace, ckpt: dict, prog: str,
 
 def build_policy(args: argparse.Namespace, ckpt: dict, path: str, envs: VecEnvWrapper,
                  prog: str) -> Policy:
-    """The checkpoint's policy, checked against ``envs``, in eval mode; the envs' normalization
-    is frozen at the run's statistics."""
-    obs_shape, action_space = tuple(envs.observation_space.shape), envs.action_space
+    """``checkpoint.build_policy``, its errors as one line."""
     try:
-        check_checkpoint(ckpt, path, args.env_name, obs_shape, action_space)
-    except CheckpointError as e:
+        return checkpoint.build_policy(ckpt, path, envs)
+    except checkpoint.CheckpointError as e:
         fail(str(e), prog)
-    policy = Policy(obs_shape, action_space, base_kwargs={"recurrent": ckpt["recurrent_policy"]})
-    try:
-        policy.load_state_dict(ckpt["actor_critic"])
-    except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."
-        first = " ".join(str(e).split("\n", 1)[-1].split()).split(". ")[0]
-        fail(f"the policy in {path} does not fit {args.env_name} (observations {obs_shape}, "
-             f"actions {action_space}): {first}", prog)
-    freeze_normalization(envs, ckpt["obs_rms"])
-    return policy.eval()

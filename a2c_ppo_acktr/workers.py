@@ -33,6 +33,7 @@ import zlib
 import numpy as np
 import torch
 
+from a2c_ppo_acktr.checkpoint import run_paths
 from a2c_ppo_acktr.envs import (
     VecNormalize,
     VecPyTorchFrameStack,
@@ -401,7 +402,8 @@ class WorkerGroup:
             if self.evaluator is None:
                 # num_cpus=0: it runs now and then, beside the workers, wherever Ray puts it.
                 self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(Evaluator).remote(
-                    self.args, self.observation_space, self.action_space, self.log_dir + "_eval")
+                    self.args, self.observation_space, self.action_space,
+                    os.path.abspath(run_paths(self.args).eval_dir))
             self._evaluations.append(
                 self.evaluator.evaluate.remote(self.snapshot(actor_critic), update, env_steps))
         rows = []

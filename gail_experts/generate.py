@@ -7,15 +7,14 @@ Usage::
 
     python gail_experts/generate.py --env-name CartPole-v1 --load-dir trained_models --episodes 10
 
-The checkpoint is found as by ``enjoy.py`` (``<load-dir>/<algo>/<env-name>.pt``, or ``--load-dir``
-names the file). The policy acts deterministically (its mode) with the run's observation
+The checkpoint is found as by ``enjoy.py`` (``--load-dir`` is main.py's ``--save-dir``, one of its
+``<algo>`` directories or the file; ``--algo`` and ``--train-seed`` choose among several). The policy acts deterministically (its mode) with the run's observation
 normalization frozen, for ``--episodes`` episodes on the env the run trained on (its env kwargs),
 seeded ``seed + 1000``; the file
 ``<out-dir>/trajs_<env-name>.pt`` gets the raw observations and the actions the env ran (Box
 actions clipped to the space), in the layout described in ``a2c_ppo_acktr/algo/gail.py``,
 written atomically and loadable with ``torch.load(weights_only=True)``.
 """
-import argparse
 import sys
 
 import numpy as np
@@ -23,7 +22,8 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.algo.gail import save_expert_file
-from a2c_ppo_acktr.arguments import fail
+from a2c_ppo_acktr.arguments import Parser, fail
+from a2c_ppo_acktr.checkpoint import CheckpointError
 from a2c_ppo_acktr.envs import get_vec_normalize
 from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.playback import add_checkpoint_args, build_policy, load, play_envs
@@ -36,7 +36,7 @@ def _fail(message):
 
 
 def get_args(argv=None):
-    p = argparse.ArgumentParser(description="Record expert trajectories for GAIL")
+    p = Parser(prog=PROG, description="Record expert trajectories for GAIL")
     add_checkpoint_args(p)
     p.add_argument("--episodes", type=int, default=10, help="episodes to record (default: 10)")
     p.add_argument("--seed", type=int, default=1, help="random seed; envs get seed + 1000")
@@ -110,7 +110,10 @@ def main(argv=None):
         policy = build_policy(args, ckpt, path, envs, PROG)
         trajectories = record(policy, envs, args.episodes)
     data = to_expert_data(trajectories, args.env_name, envs.observation_space, envs.action_space)
-    print(save_expert_file(data, args.out_dir))
+    try:
+        print(save_expert_file(data, args.out_dir))
+    except CheckpointError as e:  # e.g. --out-dir is a file, or the disk is full
+        _fail(str(e))
     return 0
 
 

@@ -114,8 +114,8 @@ def test_acktr_learns_cartpole(tmp_path):
     last 20 episodes is 500.0 (seeds 2, 3: 244, 498)."""
     from tests.test_main import monitor_returns, run
 
-    log_dir, _ = run(tmp_path, ["--algo", "acktr", "--env-name", "CartPole-v1", "--num-processes",
-                                "8", "--num-steps", "20", "--num-env-steps", "60000", "--seed", "1",
-                                "--log-interval", "100"])
-    returns = monitor_returns(log_dir)
+    paths = run(tmp_path, ["--algo", "acktr", "--env-name", "CartPole-v1", "--num-processes", "8",
+                           "--num-steps", "20", "--num-env-steps", "60000", "--seed", "1",
+                           "--log-interval", "100"])
+    returns = monitor_returns(paths.log_dir)
     assert np.mean(returns[-20:]) >= 400, returns[-20:]

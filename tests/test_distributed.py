@@ -9,7 +9,7 @@ import torch.multiprocessing as mp
 
 import main
 from a2c_ppo_acktr.distributed import DDP
-from a2c_ppo_acktr.utils import load_checkpoint
+from a2c_ppo_acktr.checkpoint import load_checkpoint
 
 WORLD = 2
 P, T, UPDATES = 2, 8, 4
@@ -82,13 +82,13 @@ def test_ranks_stay_one_learner(two_ranks):
     policies = [torch.load(os.path.join(two_ranks, f"policy{r}.pt")) for r in range(WORLD)]
     for key, value in policies[0].items():
         assert torch.equal(policies[1][key], value), key
-    ckpt = load_checkpoint(os.path.join(two_ranks, "models", "ppo", "CartPole-v1.pt"))
+    ckpt = load_checkpoint(os.path.join(two_ranks, "models", "ppo", "CartPole-v1_seed1.pt"))
     for key, value in policies[0].items():
         assert torch.equal(ckpt["actor_critic"][key], value), key
     assert ckpt["env_steps"] == WORLD * P * T * UPDATES
     # Every rank's first observations and steps, plus the prior count.
     assert ckpt["obs_rms"]["ob_rms"]["count"] == pytest.approx(1e-4 + WORLD * P * (1 + T * UPDATES))
-    logs = os.path.join(two_ranks, "logs")
+    logs = os.path.join(two_ranks, "logs", "ppo", "CartPole-v1_seed1")
     assert sorted(f for f in os.listdir(logs) if f.endswith(".monitor.csv")) == [
         f"{i}.monitor.csv" for i in range(WORLD * P)]
     with open(os.path.join(logs, "progress.csv")) as f:

@@ -14,9 +14,9 @@ from PIL import Image, ImageSequence
 
 import enjoy
 import main
+from a2c_ppo_acktr.checkpoint import load_checkpoint, save_checkpoint
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.utils import load_checkpoint, save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPISODE = re.compile(r"episode (\d+): return (-?[\d.]+), length (\d+)")
@@ -92,9 +92,9 @@ def test_plays_episodes_and_summary(capsys, cartpole):
     mean = np.mean([r for r, _ in episodes])
     assert f"3 episodes: return {mean:.1f} ± " in out
     # --load-dir may name the file (the env then comes from it); deterministic: same episodes
-    again, _ = play(capsys, "--load-dir", os.path.join(cartpole, "a2c", "CartPole-v1.pt"),
-                    "--episodes", "3")
-    assert again == episodes
+    path = os.path.join(cartpole, "a2c", "CartPole-v1_seed1.pt")
+    again, out = play(capsys, "--load-dir", path, "--episodes", "3")
+    assert again == episodes and f"loaded {path} (a2c, 160 steps)" in out
 
 
 def test_max_steps_cuts_the_episode(capsys, cartpole):
@@ -105,7 +105,8 @@ def test_max_steps_cuts_the_episode(capsys, cartpole):
 
 def test_recurrent_policy(capsys, tmp_path):
     save_dir = train(tmp_path / "models", "--recurrent-policy")
-    assert load_checkpoint(os.path.join(save_dir, "a2c", "CartPole-v1.pt"))["recurrent_policy"]
+    ckpt = load_checkpoint(os.path.join(save_dir, "a2c", "CartPole-v1_seed1.pt"))
+    assert ckpt["recurrent_policy"]
     episodes, _ = play(capsys, "--env-name", "CartPole-v1", "--load-dir", save_dir,
                        "--episodes", "2", "--non-det")
     assert len(episodes) == 2
@@ -171,9 +172,9 @@ def test_mujoco_records_headless(tmp_path):
 
 def test_error_missing_checkpoint(capsys, tmp_path, cartpole):
     err = fail(capsys, "--env-name", "CartPole-v1", "--load-dir", str(tmp_path))
-    assert "no checkpoint" in err and "<algo>/CartPole-v1.pt" in err
+    assert "no checkpoint for CartPole-v1" in err and "<algo>/CartPole-v1_seed*.pt" in err
     err = fail(capsys, "--env-name", "CartPole-v1", "--load-dir", cartpole, "--algo", "ppo")
-    assert os.path.join(cartpole, "ppo", "CartPole-v1.pt") in err
+    assert os.path.join(cartpole, "ppo", "CartPole-v1_seed*.pt") in err
 
 
 def test_error_corrupt_checkpoint(capsys, tmp_path):
@@ -188,13 +189,13 @@ def test_error_corrupt_checkpoint(capsys, tmp_path):
 def test_error_checkpoint_of_another_env(capsys, tmp_path, cartpole):
     other = tmp_path / "a2c" / "Acrobot-v1.pt"
     other.parent.mkdir()
-    shutil.copy(os.path.join(cartpole, "a2c", "CartPole-v1.pt"), other)
+    shutil.copy(os.path.join(cartpole, "a2c", "CartPole-v1_seed1.pt"), other)
     err = fail(capsys, "--env-name", "Acrobot-v1", "--load-dir", str(tmp_path))
     assert "for CartPole-v1, not for --env-name Acrobot-v1" in err
 
 
 def test_error_policy_does_not_fit_env(capsys, tmp_path, cartpole):
-    ckpt = load_checkpoint(os.path.join(cartpole, "a2c", "CartPole-v1.pt"))
+    ckpt = load_checkpoint(os.path.join(cartpole, "a2c", "CartPole-v1_seed1.pt"))
     ckpt.update(env_name="Acrobot-v1")
     save_checkpoint(ckpt, tmp_path / "shape.pt")
     err = fail(capsys, "--load-dir", str(tmp_path / "shape.pt"))
@@ -207,3 +208,33 @@ def test_error_policy_does_not_fit_env(capsys, tmp_path, cartpole):
     save_checkpoint(ckpt, tmp_path / "weights.pt")
     err = fail(capsys, "--load-dir", str(tmp_path / "weights.pt"))
     assert "does not fit Acrobot-v1" in err and "size mismatch" in err
+
+
+def test_load_dir_forms_and_choosing_among_several(capsys, tmp_path, cartpole):
+    """--load-dir may be one <algo> directory of the save dir (the original's documented form);
+    several checkpoints of the env, with the new names or the original's <env>.pt, are listed in
+    one line, and --algo / --train-seed choose among them."""
+    a2c = os.path.join(cartpole, "a2c")
+    _, out = play(capsys, "--env-name", "CartPole-v1", "--load-dir", a2c, "--max-steps", "3")
+    assert f"loaded {os.path.join(a2c, 'CartPole-v1_seed1.pt')}" in out
+    models = tmp_path / "models"
+    shutil.copytree(cartpole, models)
+    seed1 = models / "a2c" / "CartPole-v1_seed1.pt"
+    shutil.copy(seed1, models / "a2c" / "CartPole-v1_seed2.pt")
+    (models / "ppo").mkdir()
+    shutil.copy(seed1, models / "ppo" / "CartPole-v1.pt")  # as the original named it
+    err = fail(capsys, "--env-name", "CartPole-v1", "--load-dir", str(models))
+    assert "several checkpoints for CartPole-v1" in err and "--algo, --train-seed" in err
+    assert all(str(p) in err for p in (seed1, models / "a2c" / "CartPole-v1_seed2.pt",
+                                       models / "ppo" / "CartPole-v1.pt"))
+    assert "several" in fail(capsys, "--env-name", "CartPole-v1", "--load-dir", str(models / "a2c"))
+    assert "unrecognized arguments: --train-sed 2 (see --help)" in fail(
+        capsys, "--env-name", "CartPole-v1", "--load-dir", str(models), "--train-sed", "2")
+    for choice, chosen in [(["--load-dir", str(models / "a2c"), "--train-seed", "2"],
+                            models / "a2c" / "CartPole-v1_seed2.pt"),
+                           (["--load-dir", str(models), "--algo", "ppo"],
+                            models / "ppo" / "CartPole-v1.pt"),
+                           (["--load-dir", str(models), "--algo", "a2c", "--train-seed", "1"],
+                            seed1)]:
+        _, out = play(capsys, "--env-name", "CartPole-v1", "--max-steps", "3", *choice)
+        assert f"loaded {chosen}" in out, out

@@ -13,7 +13,7 @@ import main
 from a2c_ppo_acktr.algo.gail import Discriminator, ExpertDataset, GailError, expert_path
 from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.utils import load_checkpoint, save_checkpoint
+from a2c_ppo_acktr.checkpoint import load_checkpoint, save_checkpoint
 from gail_experts import convert_to_pytorch, generate
 
 BOX = spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -312,12 +312,12 @@ def test_gail_trains_logs_and_checkpoints(tmp_path, algo):
     args = GAIL_SHORT + ["--algo", algo, "--gail-experts-dir", str(experts), "--log-dir", log_dir,
                          "--save-dir", save_dir]
     assert main.main(args) == 0
-    with open(os.path.join(log_dir, "progress.csv")) as f:
+    with open(os.path.join(log_dir, algo, "CartPole-v1_seed1", "progress.csv")) as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 4
     for row in rows:
         assert float(row["gail_loss"]) > 0 and 0 <= float(row["gail_expert_acc"]) <= 1
-    ckpt = load_checkpoint(os.path.join(save_dir, algo, "CartPole-v1.pt"))
+    ckpt = load_checkpoint(os.path.join(save_dir, algo, "CartPole-v1_seed1.pt"))
     env = gym.make("CartPole-v1")
     fresh = Discriminator(env.observation_space, env.action_space)
     fresh.load_full_state_dict(ckpt["gail"])
@@ -326,7 +326,7 @@ def test_gail_trains_logs_and_checkpoints(tmp_path, algo):
     if algo == "ppo":
         count = fresh.ret_rms.count
         assert main.main(args + ["--num-env-steps", "256", "--resume"]) == 0
-        ckpt = load_checkpoint(os.path.join(save_dir, algo, "CartPole-v1.pt"))
+        ckpt = load_checkpoint(os.path.join(save_dir, algo, "CartPole-v1_seed1.pt"))
         assert ckpt["env_steps"] == 256
         # 4 more updates of 16 steps, each adding the returns of 2 envs.
         assert ckpt["gail"]["ret_rms"]["count"] == pytest.approx(count + 4 * 16 * 2)
@@ -350,8 +350,8 @@ def test_gail_errors(tmp_path, capsys):
                          "--save-dir", str(tmp_path / "models")]
     path = expert_path(experts, "CartPole-v1")
     _fails(capsys, base, f"no expert file at {path}", "gail_experts/generate.py --env-name CartPole-v1")
-    # The failed run left no monitor files behind, so the next attempt is not refused.
-    assert not [f for f in os.listdir(log_dir) if f.endswith("monitor.csv")]
+    # The failed run left nothing behind, so the next attempt is not refused.
+    assert not os.path.exists(log_dir) and not os.path.exists(tmp_path / "models")
 
     env = gym.make("CartPole-v1")
     states, actions = np.zeros((4, 20, 4)), np.zeros((4, 20, 1), np.int64)
@@ -405,7 +405,7 @@ def test_gail_ppo_imitates_cartpole_expert(tmp_path):
                       "--num-env-steps", "40000", "--gail",
                       "--gail-experts-dir", experts, "--log-dir", log_dir, "--save-dir", save_dir,
                       "--log-interval", "10"]) == 0
-    ckpt = load_checkpoint(os.path.join(save_dir, "ppo", "CartPole-v1.pt"))
+    ckpt = load_checkpoint(os.path.join(save_dir, "ppo", "CartPole-v1_seed1.pt"))
     env = gym.make("CartPole-v1")
     from a2c_ppo_acktr.model import Policy
     policy = Policy(env.observation_space.shape, env.action_space)

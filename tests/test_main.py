@@ -2,6 +2,7 @@
 import csv
 import glob
 import os
+import pathlib
 import threading
 import time
 
@@ -11,9 +12,10 @@ import torch
 
 import main
 from a2c_ppo_acktr.curves import load_run, read_monitor_file
+from a2c_ppo_acktr.arguments import get_args
+from a2c_ppo_acktr.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.utils import load_checkpoint
 
 # The README's CartPole command (the learning test uses it as written there).
 CARTPOLE_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "8",
@@ -23,9 +25,11 @@ CARTPOLE_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes",
 
 
 def run(tmp_path, extra, name="run"):
-    log_dir, save_dir = str(tmp_path / name / "logs"), str(tmp_path / name / "models")
-    assert main.main(extra + ["--log-dir", log_dir, "--save-dir", save_dir]) == 0
-    return log_dir, save_dir
+    """main.main(extra) with its own log and save dirs -> its ``RunPaths``."""
+    argv = extra + ["--log-dir", str(tmp_path / name / "logs"),
+                    "--save-dir", str(tmp_path / name / "models")]
+    assert main.main(argv) == 0
+    return run_paths(get_args(argv))
 
 
 def monitor_returns(log_dir):
@@ -40,28 +44,25 @@ SHORT = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8"
 @pytest.mark.parametrize("algo", ["a2c", "ppo"])
 def test_same_seed_same_run(tmp_path, algo):
     extra = SHORT + ["--algo", algo, "--num-mini-batch", "2", "--use-gae", "--use-proper-time-limits"]
-    _, save_a = run(tmp_path, extra, "a")
-    _, save_b = run(tmp_path, extra, "b")
-    a = load_checkpoint(os.path.join(save_a, algo, "CartPole-v1.pt"))
-    b = load_checkpoint(os.path.join(save_b, algo, "CartPole-v1.pt"))
+    a = load_checkpoint(run(tmp_path, extra, "a").checkpoint)
+    b = load_checkpoint(run(tmp_path, extra, "b").checkpoint)
     for key in a["actor_critic"]:
         assert torch.equal(a["actor_critic"][key], b["actor_critic"][key]), key
 
 
 def test_scalar_log_and_checkpoint_contents(tmp_path):
-    log_dir, save_dir = run(tmp_path, SHORT + ["--algo", "ppo", "--num-mini-batch", "2"])
-    with open(os.path.join(log_dir, "progress.csv")) as f:
+    paths = run(tmp_path, SHORT + ["--algo", "ppo", "--num-mini-batch", "2"])
+    with open(os.path.join(paths.log_dir, "progress.csv")) as f:
         rows = list(csv.DictReader(f))
     assert rows and {"timesteps", "fps", "mean_return", "value_loss", "approx_kl",
                      "clip_fraction", "entropy"} <= set(rows[0])
     assert int(rows[-1]["timesteps"]) == 160
-    ckpt = load_checkpoint(os.path.join(save_dir, "ppo", "CartPole-v1.pt"))
+    ckpt = load_checkpoint(paths.checkpoint)
     assert ckpt["env_steps"] == 160 and ckpt["obs_rms"] is not None
 
 
 def test_saved_policy_acts_identically_after_load(tmp_path):
-    _, save_dir = run(tmp_path, SHORT + ["--algo", "a2c", "--recurrent-policy"])
-    ckpt = load_checkpoint(os.path.join(save_dir, "a2c", "CartPole-v1.pt"))
+    ckpt = load_checkpoint(run(tmp_path, SHORT + ["--algo", "a2c", "--recurrent-policy"]).checkpoint)
     envs = make_vec_envs("CartPole-v1", 0, 1, None, None, "cpu", True, vec_env="dummy")
     original = Policy(envs.observation_space.shape, envs.action_space, base_kwargs={"recurrent": True})
     original.load_state_dict(ckpt["actor_critic"])
@@ -86,7 +87,10 @@ def test_bad_arguments_exit_with_one_line(tmp_path, capsys):
     for bad, needle in [(["--algo", "dqn"], "--algo 'dqn'"),
                         (["--num-processes", "0"], "--num-processes"),
                         (["--algo", "ppo", "--num-processes", "3", "--num-steps", "5",
-                          "--num-mini-batch", "4"], "multiple of --num-mini-batch"),
+                          "--num-mini-batch", "16"],
+                         "(3 * 5 = 15) must be at least --num-mini-batch"),
+                        (["--algo", "ppo", "--recurrent-policy", "--num-processes", "3",
+                          "--num-mini-batch", "4"], "envs (3) must be at least --num-mini-batch"),
                         (["--vec-env", "threads"], "--vec-env 'threads'")]:
         with pytest.raises(SystemExit) as exc:
             main.main(bad + ["--log-dir", str(tmp_path / "l"), "--save-dir", str(tmp_path / "s")])
@@ -98,8 +102,8 @@ def test_bad_arguments_exit_with_one_line(tmp_path, capsys):
 @pytest.mark.slow
 def test_ppo_solves_cartpole(tmp_path):
     """The README's command: mean of the last 20 episodes >= 475 within 100k env steps."""
-    log_dir, _ = run(tmp_path, CARTPOLE_PPO + ["--seed", "1", "--log-interval", "50"])
-    returns = monitor_returns(log_dir)
+    paths = run(tmp_path, CARTPOLE_PPO + ["--seed", "1", "--log-interval", "50"])
+    returns = monitor_returns(paths.log_dir)
     assert np.mean(returns[-20:]) >= 475, returns[-20:]
 
 
@@ -109,6 +113,12 @@ A2C_TINY = ["--algo", "a2c", "--env-name", "CartPole-v1", "--num-processes", "2"
 
 def dirs(tmp_path):
     return ["--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+
+
+def a2c_paths(tmp_path, env="CartPole-v1"):
+    """Where an A2C_TINY run with ``dirs(tmp_path)`` keeps its files."""
+    return run_paths(get_args([a if a != "CartPole-v1" else env for a in A2C_TINY]
+                              + dirs(tmp_path)))
 
 
 def expect_exit_2(capsys, argv, needle):
@@ -129,16 +139,17 @@ def test_resume_after_interrupt(tmp_path):
     argv = A2C_TINY + ["--num-env-steps", "200000"] + dirs(tmp_path)
     proc = subprocess.Popen([sys.executable, os.path.join(main.__file__)] + argv,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    progress = tmp_path / "logs" / "progress.csv"
+    paths = a2c_paths(tmp_path)
+    progress = pathlib.Path(paths.log_dir, "progress.csv")
     deadline = time.time() + 60
     while time.time() < deadline and (not progress.exists() or len(progress.read_text().splitlines()) < 30):
         time.sleep(0.1)
     proc.kill()
     proc.wait()
-    ckpt_path = os.path.join(tmp_path, "models", "a2c", "CartPole-v1.pt")
+    ckpt_path = paths.checkpoint
     stopped_at = load_checkpoint(ckpt_path)["env_steps"]
     rows_before = len(progress.read_text().splitlines()) - 1
-    episodes_before = len(monitor_returns(str(tmp_path / "logs")))
+    episodes_before = len(monitor_returns(paths.log_dir))
     assert 0 < stopped_at < 200000 and rows_before >= 29
 
     total = stopped_at + 320
@@ -151,16 +162,16 @@ def test_resume_after_interrupt(tmp_path):
     assert len(steps) == rows_before + 20
     assert steps == sorted(steps) and len(set(steps)) == len(steps) and steps[-1] == total
     assert steps[rows_before] == stopped_at + 16  # the first update after the checkpoint
-    with open(tmp_path / "logs" / "0.monitor.csv") as f:
+    with open(os.path.join(paths.log_dir, "0.monitor.csv")) as f:
         lines = f.read().splitlines()
     assert sum(line.startswith("#") for line in lines) == 1  # appended, not rewritten
-    assert len(monitor_returns(str(tmp_path / "logs"))) > episodes_before
+    assert len(monitor_returns(paths.log_dir)) > episodes_before
 
 
 def test_existing_run_is_not_overwritten(tmp_path, capsys):
     argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
     assert main.main(argv) == 0
-    ckpt_path = tmp_path / "models" / "a2c" / "CartPole-v1.pt"
+    ckpt_path = pathlib.Path(a2c_paths(tmp_path).checkpoint)
     before = ckpt_path.read_bytes()
     expect_exit_2(capsys, argv, "--resume")
     assert ckpt_path.read_bytes() == before
@@ -171,17 +182,19 @@ def test_resume_refuses_bad_checkpoints(tmp_path, capsys):
     argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
     expect_exit_2(capsys, argv + ["--resume"], "no checkpoint")
     assert main.main(argv) == 0
-    models = tmp_path / "models" / "a2c"
+    cartpole, acrobot = a2c_paths(tmp_path).checkpoint, a2c_paths(tmp_path, "Acrobot-v1").checkpoint
     # A CartPole checkpoint where an Acrobot one is expected.
-    (models / "Acrobot-v1.pt").write_bytes((models / "CartPole-v1.pt").read_bytes())
-    acrobot = [a if a != "CartPole-v1" else "Acrobot-v1" for a in argv]
-    expect_exit_2(capsys, acrobot + ["--resume"], "expected 'Acrobot-v1'")
+    with open(acrobot, "wb") as f, open(cartpole, "rb") as g:
+        f.write(g.read())
+    acrobot_argv = [a if a != "CartPole-v1" else "Acrobot-v1" for a in argv]
+    expect_exit_2(capsys, acrobot_argv + ["--resume"], "expected 'Acrobot-v1'")
     # Same env name, other action space.
-    ckpt = load_checkpoint(str(models / "CartPole-v1.pt"))
+    ckpt = load_checkpoint(cartpole)
     ckpt["action_space"] = "Discrete(3)"
-    torch.save(ckpt, models / "CartPole-v1.pt")
+    torch.save(ckpt, cartpole)
     expect_exit_2(capsys, argv + ["--resume"], "action_space")
-    (models / "CartPole-v1.pt").write_bytes(b"not a checkpoint")
+    with open(cartpole, "wb") as f:
+        f.write(b"not a checkpoint")
     expect_exit_2(capsys, argv + ["--resume"], "cannot read checkpoint")
 
 
@@ -204,7 +217,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeyp
     monkeypatch.setattr(A2C_ACKTR, "update", failing_update)
     assert main.main(A2C_TINY + ["--num-env-steps", "160"] + mode + dirs(tmp_path)) == 1
     assert "non-finite loss" in capsys.readouterr().err
-    ckpt = load_checkpoint(os.path.join(tmp_path, "models", "a2c", "CartPole-v1.pt"))
+    ckpt = load_checkpoint(a2c_paths(tmp_path).checkpoint)
     assert ckpt["env_steps"] == 32  # saved after the 2 good updates, not after the bad one
     assert all(torch.isfinite(v).all() for v in ckpt["actor_critic"].values())
     assert not sampler_threads()
@@ -231,16 +244,16 @@ ASYNC_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "2
 
 @pytest.mark.parametrize("extra", [[], ["--recurrent-policy"]])
 def test_async_rollouts_train_log_and_stop(tmp_path, extra):
-    log_dir, save_dir = run(tmp_path, ASYNC_PPO + extra)
-    rows = progress_rows(log_dir)
+    paths = run(tmp_path, ASYNC_PPO + extra)
+    rows = progress_rows(paths.log_dir)
     assert [int(r["timesteps"]) for r in rows] == list(range(32, 321, 32))
     # rollout 0 by the initial weights, every later one by the weights from one update before
     assert [int(r["policy_lag"]) for r in rows] == [0] + [1] * 9
     assert all(r["mean_return"] != "nan" for r in rows[1:])  # episode stats reach the log
-    ckpt = load_checkpoint(os.path.join(save_dir, "ppo", "CartPole-v1.pt"))
+    ckpt = load_checkpoint(paths.checkpoint)
     assert ckpt["env_steps"] == 320 and ckpt["obs_rms"]["ob_rms"]["count"] > 320
     assert all(torch.isfinite(v).all() for v in ckpt["actor_critic"].values())
-    assert sum(monitor_lengths(log_dir)) <= 320  # no rollout beyond the last update
+    assert sum(monitor_lengths(paths.log_dir)) <= 320  # no rollout beyond the last update
     assert not sampler_threads()
 
 
@@ -262,11 +275,11 @@ def test_async_real_time_drone_never_pauses_nor_times_out(tmp_path, monkeypatch)
 
     monkeypatch.setattr(PPO, "update", slow_update)
     monkeypatch.setattr(RealTimeEnv, "wait", counted_wait)
-    log_dir, _ = run(tmp_path, [
+    log_dir = run(tmp_path, [
         "--algo", "ppo", "--env-name", "RealTimeDrone-v0", "--num-processes", "2",
         "--num-steps", "32", "--num-mini-batch", "2", "--num-env-steps", "192",
         "--log-interval", "1", "--vec-env", "dummy", "--async-rollouts", "--env-kwargs",
-        "time_step_duration=0.02", "start_obs_capture=0.02", "time_step_timeout_factor=5"])
+        "time_step_duration=0.02", "start_obs_capture=0.02", "time_step_timeout_factor=5"]).log_dir
     rows = progress_rows(log_dir)
     assert [int(r["timeouts"]) for r in rows] == [0, 0, 0]
     # the envs held still only before the first step (set-up), never during the run
@@ -283,17 +296,17 @@ def test_env_kwargs_reach_env_checkpoint_evaluation_and_enjoy(tmp_path, capsys):
 
     kwargs = ["time_step_duration=0.01", "start_obs_capture=0.01", "ep_max_length=5",
               "time_step_timeout_factor=10"]
-    log_dir, save_dir = run(tmp_path, [
+    paths = run(tmp_path, [
         "--algo", "a2c", "--env-name", "RealTimeDrone-v0", "--num-processes", "2",
         "--num-steps", "10", "--num-env-steps", "40", "--log-interval", "1",
         "--eval-interval", "1", "--vec-env", "dummy", "--env-kwargs", *kwargs])
-    assert set(monitor_lengths(log_dir)) == {5}            # training envs
-    assert set(monitor_lengths(log_dir + "_eval")) == {5}  # evaluation envs
-    rows = progress_rows(log_dir)
+    assert set(monitor_lengths(paths.log_dir)) == {5}   # training envs
+    assert set(monitor_lengths(paths.eval_dir)) == {5}  # evaluation envs
+    rows = progress_rows(paths.log_dir)
     assert set(BENCHMARK_KEYS) <= set(rows[0]) and [r["timeouts"] for r in rows] == ["0", "0"]
     assert float(rows[-1]["time_step_duration_mean"]) == pytest.approx(0.01, abs=0.003)
     assert "real-time time-outs 0, time step " in capsys.readouterr().out  # the log block
-    path = os.path.join(save_dir, "a2c", "RealTimeDrone-v0.pt")
+    path = paths.checkpoint
     assert load_checkpoint(path)["env_kwargs"] == {
         "time_step_duration": 0.01, "start_obs_capture": 0.01, "ep_max_length": 5,
         "time_step_timeout_factor": 10}
@@ -311,7 +324,7 @@ def test_bad_env_kwargs_exit_2_naming_the_key(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "models")
     # a good one: gym.make's own max_episode_steps cuts CartPole's episodes
     assert main.main(argv + ["--env-kwargs", "max_episode_steps=3"]) == 0
-    assert set(monitor_lengths(str(tmp_path / "logs"))) <= {1, 2, 3}
+    assert set(monitor_lengths(a2c_paths(tmp_path).log_dir)) <= {1, 2, 3}
 
 
 def test_env_kwargs_values_are_parsed():

@@ -1,6 +1,7 @@
 """Ray rollout workers (a2c_ppo_acktr/workers.py) driven through main.py, on one Ray session."""
 import csv
 import os
+import pathlib
 import signal
 import sys
 import tempfile
@@ -17,7 +18,7 @@ ray = pytest.importorskip("ray")
 import main  # noqa: E402
 from a2c_ppo_acktr import workers  # noqa: E402
 from a2c_ppo_acktr.arguments import get_args  # noqa: E402
-from a2c_ppo_acktr.utils import load_checkpoint  # noqa: E402
+from a2c_ppo_acktr.checkpoint import load_checkpoint, run_paths  # noqa: E402
 from tests.test_main import monitor_returns  # noqa: E402
 
 
@@ -82,11 +83,18 @@ TINY = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8",
         "--vec-env", "dummy", "--log-interval", "1"]
 
 
+def files(argv):
+    """The run directory (a Path) and checkpoint path of main.main(argv)."""
+    paths = run_paths(get_args(argv))
+    return pathlib.Path(paths.log_dir), paths.checkpoint
+
+
 def run(tmp_path, argv, name):
-    log_dir, save_dir = tmp_path / name / "logs", tmp_path / name / "models"
-    assert main.main(argv + ["--log-dir", str(log_dir), "--save-dir", str(save_dir)]) == 0
-    algo = argv[argv.index("--algo") + 1]
-    return log_dir, load_checkpoint(str(save_dir / algo / "CartPole-v1.pt"))
+    argv = argv + ["--log-dir", str(tmp_path / name / "logs"),
+                   "--save-dir", str(tmp_path / name / "models")]
+    assert main.main(argv) == 0
+    log_dir, ckpt = files(argv)
+    return log_dir, load_checkpoint(ckpt)
 
 
 def test_one_worker_trains_exactly_as_the_local_loop(tmp_path):
@@ -117,12 +125,12 @@ def test_two_recurrent_ppo_workers_fill_one_storage(tmp_path):
         assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [32 * (i + 1) for i in range(6)]
     # Evaluation in its own actor: each update from the first with 2 finished training episodes
     # on, in order, the last one waited for.
-    with open(log_dir / "eval.csv") as f:
+    with open(log_dir / "eval" / "eval.csv") as f:
         rows = list(csv.DictReader(f))
     updates = [int(r["update"]) for r in rows]
     assert updates == list(range(updates[0], 6)) and updates[0] <= 3, updates
     assert all(int(r["episodes"]) == 10 for r in rows)
-    assert len(monitor_returns(str(log_dir) + "_eval")) >= 10  # the last evaluation's
+    assert len(monitor_returns(str(log_dir / "eval"))) >= 10  # the last evaluation's
 
 
 def test_local_run_resumes_on_workers(tmp_path):
@@ -132,11 +140,11 @@ def test_local_run_resumes_on_workers(tmp_path):
     argv = TINY + ["--algo", "a2c"] + dirs
     assert main.main(argv + ["--num-env-steps", "64"]) == 0
     assert main.main(argv + ["--num-env-steps", "128", "--resume", "--num-workers", "2"]) == 0
-    ckpt = load_checkpoint(str(tmp_path / "models" / "a2c" / "CartPole-v1.pt"))
-    assert ckpt["env_steps"] == 128
-    with open(tmp_path / "logs" / "progress.csv") as f:
+    log_dir, ckpt = files(argv)
+    assert load_checkpoint(ckpt)["env_steps"] == 128
+    with open(log_dir / "progress.csv") as f:
         assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [16, 32, 48, 64, 96, 128]
-    with open(tmp_path / "logs" / "0.monitor.csv") as f:
+    with open(log_dir / "0.monitor.csv") as f:
         assert sum(line.startswith("#") for line in f) == 1  # appended to, not rewritten
 
 
@@ -174,13 +182,37 @@ def test_killed_worker_is_restarted_and_the_run_completes(tmp_path, capsys, monk
     assert f"restarted by Ray as pid {calls[3]}" in log, log
 
 
+def test_interrupt_saves_and_closes_the_workers(tmp_path, capsys, monkeypatch):
+    """SIGINT during update 2: the update finishes, the checkpoint is saved, the workers are
+    closed, one line, exit status 130."""
+    from a2c_ppo_acktr.algo import A2C_ACKTR
+
+    update, close, updates, closed = A2C_ACKTR.update, workers.WorkerGroup.close, [], []
+
+    def update_then_ctrl_c(self, rollouts):
+        updates.append(1)
+        if len(updates) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return update(self, rollouts)
+
+    monkeypatch.setattr(A2C_ACKTR, "update", update_then_ctrl_c)
+    monkeypatch.setattr(workers.WorkerGroup, "close", lambda self: closed.append(close(self)))
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "3200", "--num-workers", "2",
+                   "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+    assert main.main(argv) == 130
+    path = files(argv)[1]
+    assert capsys.readouterr().err == (f"interrupted at 96 steps; saved {path}; --resume to "
+                                       "continue\n")
+    assert load_checkpoint(path)["env_steps"] == 96 and closed == [None]
+
+
 def test_worker_whose_env_crashes_is_restarted(tmp_path, capsys):
     env_id = "CrashingCartPole-v0"
     argv = TINY + ["--algo", "a2c", "--num-env-steps", "96", "--num-workers", "1",
                    "--env-name", env_id]
-    log_dir = tmp_path / "logs"
-    assert main.main(argv + ["--log-dir", str(log_dir), "--save-dir", str(tmp_path / "m")]) == 0
-    log = (log_dir / "workers.log").read_text()
+    argv += ["--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "m")]
+    assert main.main(argv) == 0
+    log = (files(argv)[0] / "workers.log").read_text()
     # Steps 9-16 of each env hold its 12th: update 1 is re-sampled by a fresh process.
     assert log.count("RuntimeError: simulated env crash") == 1, log
     assert "update 1: worker 0 failed" in log and "restarted by Ray" in log, log
@@ -219,7 +251,7 @@ def test_command_line_run_starts_a_loopback_ray(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     subprocess.run([sys.executable, "main.py"] + argv, cwd=workers.ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
-    assert "this node's Ray address 127.0.0.1" in (tmp_path / "logs" / "workers.log").read_text()
+    assert "this node's Ray address 127.0.0.1" in (files(argv)[0] / "workers.log").read_text()
 
 
 def test_num_workers_without_ray_is_one_line(tmp_path, capsys, monkeypatch):
@@ -246,12 +278,12 @@ def test_env_kwargs_reach_the_workers(tmp_path):
 def test_real_time_workers_report_benchmarks(tmp_path):
     """The drone on a worker: its timing statistics come back with each rollout and reach
     progress.csv (time-outs are counted there too; how many depends on the machine's load)."""
-    log_dir = tmp_path / "logs"
-    assert main.main(["--env-name", "RealTimeDrone-v0", "--algo", "ppo", "--num-processes", "2",
-                      "--num-steps", "8", "--num-mini-batch", "1", "--num-env-steps", "48",
-                      "--vec-env", "dummy", "--num-workers", "1", "--log-interval", "1",
-                      "--log-dir", str(log_dir), "--save-dir", str(tmp_path / "models")]) == 0
-    with open(log_dir / "progress.csv") as f:
+    argv = ["--env-name", "RealTimeDrone-v0", "--algo", "ppo", "--num-processes", "2",
+            "--num-steps", "8", "--num-mini-batch", "1", "--num-env-steps", "48",
+            "--vec-env", "dummy", "--num-workers", "1", "--log-interval", "1",
+            "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+    assert main.main(argv) == 0
+    with open(files(argv)[0] / "progress.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 3
     assert all(int(r["timeouts"]) >= 0 for r in rows)
@@ -275,13 +307,10 @@ def test_gail_on_workers(tmp_path):
     from tests.test_gail import GAIL_SHORT, cartpole_expert
     experts = tmp_path / "experts"
     cartpole_expert(expert_path(str(experts), "CartPole-v1"))
-    log_dir = tmp_path / "logs"
-    assert main.main(GAIL_SHORT + ["--algo", "ppo", "--num-workers", "2",
-                                   "--gail-experts-dir", str(experts), "--log-dir", str(log_dir),
-                                   "--save-dir", str(tmp_path / "models")]) == 0
+    log_dir, ckpt = run(tmp_path, GAIL_SHORT + ["--algo", "ppo", "--num-workers", "2",
+                                                "--gail-experts-dir", str(experts)], "gail")
     with open(log_dir / "progress.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2  # 128 steps of 2 workers x 2 envs x 16 steps
     assert all(float(r["gail_loss"]) > 0 for r in rows)
-    ckpt = load_checkpoint(str(tmp_path / "models" / "ppo" / "CartPole-v1.pt"))
     assert ckpt["gail"]["returns"].shape == (4, 1)  # one discounted return per env of both workers

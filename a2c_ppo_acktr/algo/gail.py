@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 
 from a2c_ppo_acktr.envs import RunningMeanStd
-from a2c_ppo_acktr.utils import save_checkpoint
+from a2c_ppo_acktr.checkpoint import save_checkpoint
 
 REWARDS = ("airl", "gail")
 EXPERT_KEYS = ("states", "actions", "rewards", "lengths", "env_name", "obs_shape", "action_space")

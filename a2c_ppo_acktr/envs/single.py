@@ -1,10 +1,13 @@
 """One env: ``gym.make`` plus Monitor, DeepMind Atari preprocessing, CHW images and seeding."""
 import difflib
+import importlib
 import json
 import os
+import warnings
 
 import gymnasium as gym
 from gymnasium import spaces
+from gymnasium.wrappers import FlattenObservation
 from stable_baselines3.common.atari_wrappers import (
     ClipRewardEnv,
     EpisodicLifeEnv,
@@ -37,7 +40,17 @@ def _register_own():
 
 
 def _env_spec(env_id):
-    """``gym.spec(env_id)``, registering the Atari ids on a miss; a one-line ValueError if unknown."""
+    """``gym.spec(env_id)``, registering the Atari ids on a miss; a one-line ValueError if unknown.
+
+    ``module:EnvId`` (gymnasium's form) imports ``module`` first, which registers ``EnvId``.
+    """
+    module, _, env_id = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(f"cannot import {module!r}, named in the env id {module}:{env_id} to "
+                             f"register it: {e}") from None
     for attempt in range(2):
         try:
             return gym.spec(env_id)
@@ -48,6 +61,42 @@ def _env_spec(env_id):
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ValueError(f"unknown env id {env_id!r}{hint}")
+
+
+def check_env_id(env_id: str) -> None:
+    """ValueError (one line, with suggestions) unless ``env_id`` names a registered env."""
+    _env_spec(env_id)
+
+
+# Leaves gymnasium's FlattenObservation turns into one vector (Discrete: one-hot).
+_FLAT_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+_announced = set()  # env ids whose flattening this process has reported
+
+
+def _flattenable(space):
+    if isinstance(space, spaces.Dict):
+        return all(_flattenable(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return all(_flattenable(s) for s in space.spaces)
+    return isinstance(space, _FLAT_LEAVES)
+
+
+def _vector_observations(env, env_id, announce):
+    """``env`` with array observations: Discrete (one-hot), Dict and Tuple observations flattened
+    into one vector, reported once per process when ``announce``; a one-line ValueError naming
+    any other space. Box, MultiDiscrete and MultiBinary pass as they are."""
+    space = env.observation_space
+    if isinstance(space, _FLAT_LEAVES) and not isinstance(space, spaces.Discrete):
+        return env
+    if not _flattenable(space):
+        raise ValueError(f"{env_id} has observations {space}, which are not supported: expected "
+                         "Box, Discrete, MultiDiscrete, MultiBinary, or Dict / Tuple of them")
+    env = FlattenObservation(env)
+    if announce and env_id not in _announced:
+        _announced.add(env_id)
+        print(f"{env_id}: observations {space} flattened into vectors of "
+              f"{env.observation_space.shape[0]} (Discrete ones one-hot)", flush=True)
+    return env
 
 
 def _is_atari(spec):
@@ -106,8 +155,21 @@ def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, 
             _register_ale()  # a fresh worker process has not registered them yet
             if spec.kwargs.get("frameskip", 1) != 1:
                 kwargs["frameskip"] = 1  # e.g. ALE/*-v5: MaxAndSkipEnv does the skipping
+        # render_mode only when asked: an env whose constructor has no render_mode still runs.
         # The spec, not the id: a worker process may not have registered it (RealTimeDrone-v0).
-        env = gym.make(spec, **{"render_mode": render_mode, **kwargs, **(env_kwargs or {})})
+        asked = {"render_mode": render_mode} if render_mode is not None else {}
+        with warnings.catch_warnings(record=True) as caught:  # shown unless the error says it
+            warnings.simplefilter("default")
+            try:
+                env = gym.make(spec, **{**asked, **kwargs, **(env_kwargs or {})})
+            except TypeError as e:
+                if "render_mode" not in str(e) or not asked:
+                    raise
+                raise ValueError(f"{env_id} cannot render: its constructor takes no "
+                                 "render_mode") from None
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        env = _vector_observations(env, env_id, announce=rank == 0)
         if atari:
             env = NoopResetEnv(env, noop_max=30)
             env = MaxAndSkipEnv(env, skip=4)

@@ -1,0 +1,103 @@
+"""What a run is made of: its envs, policy, agent and GAIL discriminator, restored from its
+checkpoint on --resume. Bad input ends in ``fail`` with one line, the envs closed."""
+import os
+from typing import Optional
+
+import torch
+
+from a2c_ppo_acktr import algo
+from a2c_ppo_acktr.algo import gail
+from a2c_ppo_acktr.arguments import fail
+from a2c_ppo_acktr.checkpoint import CheckpointError, check_checkpoint
+from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.model import Policy
+
+DEFAULT_THREADS = torch.get_num_threads()
+
+
+def make_policy(args, envs, device):
+    return Policy(envs.observation_space.shape, envs.action_space,
+                  base_kwargs={"recurrent": args.recurrent_policy}).to(device)
+
+
+def make_agent(args, actor_critic):
+    if args.algo == "ppo":
+        return algo.PPO(actor_critic, args.clip_param, args.ppo_epoch, args.num_mini_batch,
+                        args.value_loss_coef, args.entropy_coef, lr=args.lr, eps=args.eps,
+                        max_grad_norm=args.max_grad_norm)
+    return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
+                          eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
+                          acktr=args.algo == "acktr")
+
+
+def make_gail(args, envs, device):
+    """GAIL's discriminator and expert batches (raw states); ``gail.GailError`` on bad input."""
+    path = gail.expert_path(args.gail_experts_dir, args.env_name)
+    discr = gail.Discriminator(envs.observation_space, envs.action_space, reward=args.gail_reward,
+                               device=device)
+    if not os.path.isfile(path):
+        raise gail.GailError(
+            f"no expert file at {path}; make one from a policy trained by main.py with "
+            f"'python gail_experts/generate.py --env-name {args.env_name} --load-dir <save-dir>' "
+            "(or convert openai/imitation data with gail_experts/convert_to_pytorch.py)")
+    dataset = gail.ExpertDataset(path, num_trajectories=4, subsample_frequency=20)
+    gail.check_expert_data(dataset, path, args.env_name, envs.observation_space, envs.action_space)
+    print(f"GAIL: {len(dataset)} expert pairs from {path}, trajectory returns "
+          f"{', '.join(f'{r:.1f}' for r in dataset.expert_returns)}")
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.gail_batch_size, shuffle=True,
+                                         drop_last=len(dataset) > args.gail_batch_size)
+    return discr, loader
+
+
+def restore(args, paths, resumed: dict, envs, actor_critic, agent, discr) -> None:
+    """Load the checkpoint ``resumed`` into the run; ``fail`` if it does not fit."""
+    try:
+        check_checkpoint(resumed, paths.checkpoint, args.env_name, envs.observation_space.shape,
+                         envs.action_space)
+        actor_critic.load_state_dict(resumed["actor_critic"])
+        agent.optimizer.load_state_dict(resumed["optimizer"])
+        if discr is not None:
+            if resumed.get("gail") is None:
+                raise CheckpointError(f"{paths.checkpoint} was trained without --gail")
+            discr.load_full_state_dict(resumed["gail"])
+    except (CheckpointError, RuntimeError, ValueError, KeyError) as e:
+        fail(f"--resume: {str(e).splitlines()[0]}")
+    if resumed["obs_rms"] is not None:
+        get_vec_normalize(envs).load_state_dict(resumed["obs_rms"])
+    torch.set_rng_state(resumed["torch_rng"])
+
+
+def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
+    """The run's envs, policy, agent and GAIL discriminator (restored from ``resumed``); bad input
+    ends in ``fail``, with the envs closed."""
+    env_steps = resumed["env_steps"] if resumed else 0
+    try:
+        # A resumed run re-seeds its envs past the seeds already used, not replaying them.
+        if args.num_workers:  # Ray actors sample; they look like one vector env of N * P envs
+            from a2c_ppo_acktr.workers import WorkerGroup
+            envs = WorkerGroup(args, paths.log_dir, env_steps, resumed=bool(resumed))
+        else:
+            envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
+                                 args.gamma, paths.log_dir, device, False, vec_env=args.vec_env,
+                                 monitor_append=bool(resumed), env_kwargs=args.env_kwargs,
+                                 first_rank=rank * args.num_processes)
+    except (ValueError, ImportError) as e:  # unknown env id (with suggestions), bad env kwargs,
+        fail(str(e))                        # unsupported observations, no Ray, ...
+    try:
+        # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
+        # on image batches do gain (bench_fps case d: 197 env-steps/s on 1 thread, 277 on 2).
+        torch.set_num_threads(1 if len(envs.observation_space.shape) == 1 else DEFAULT_THREADS)
+        actor_critic = make_policy(args, envs, device)
+        agent = make_agent(args, actor_critic)
+        discr = expert_loader = None
+        if args.gail:
+            discr, expert_loader = make_gail(args, envs, device)
+        if resumed:
+            restore(args, paths, resumed, envs, actor_critic, agent, discr)
+    except ValueError as e:  # spaces the policy does not handle, GailError
+        envs.close()
+        fail(str(e))
+    except BaseException:
+        envs.close()
+        raise
+    return envs, actor_critic, agent, discr, expert_loader

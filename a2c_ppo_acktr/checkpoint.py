@@ -1,0 +1,190 @@
+"""A run's files and its checkpoint: where they go, atomic save, weights-only load, checks, and the
+policy rebuilt from a checkpoint.
+
+A run is keyed by (algo, env id, seed)::
+
+    <log-dir>/<algo>/<env>_seed<seed>/        monitor CSVs, progress.csv, tb/, workers.log
+    <log-dir>/<algo>/<env>_seed<seed>/eval/   evaluation monitor CSVs and eval.csv
+    <save-dir>/<algo>/<env>_seed<seed>.pt     the checkpoint
+
+('/' in the env id becomes '_'). Every error here is a ``CheckpointError`` with a one-line message,
+which the entry points turn into their ``fail`` line.
+"""
+import glob
+import os
+import tempfile
+from typing import Any, NamedTuple, Optional
+
+import torch
+
+from a2c_ppo_acktr.evaluation import freeze_normalization
+from a2c_ppo_acktr.model import Policy
+
+# What enjoy.py / generate.py need from a checkpoint to rebuild its policy.
+POLICY_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
+
+
+class CheckpointError(Exception):
+    """A checkpoint that is missing, unreadable, unwritable or belongs to another env; one line."""
+
+
+class RunPaths(NamedTuple):
+    log_dir: str
+    eval_dir: str
+    checkpoint: Optional[str]  # None when saving is off (--save-dir '')
+
+
+def env_file_name(env_name: str) -> str:
+    """The env id as a file name: '/' (namespaced ids such as ALE/Pong-v5) becomes '_'; of
+    gymnasium's ``module:EnvId`` form only the id counts."""
+    return env_name.rpartition(":")[2].replace("/", "_")
+
+
+def run_paths(args: Any) -> RunPaths:
+    """The files of the run ``args`` describes (main.py's arguments: log_dir, save_dir, algo,
+    env_name, seed)."""
+    name = f"{env_file_name(args.env_name)}_seed{args.seed}"
+    log_dir = os.path.normpath(os.path.join(os.path.expanduser(args.log_dir), args.algo, name))
+    checkpoint = None
+    if args.save_dir != "":
+        checkpoint = os.path.normpath(os.path.join(os.path.expanduser(args.save_dir), args.algo,
+                                                   name + ".pt"))
+    return RunPaths(log_dir, os.path.join(log_dir, "eval"), checkpoint)
+
+
+def _temp_prefix(path):
+    # Named after the checkpoint, so that start-up removes this run's leftovers only.
+    return f".{os.path.basename(path)}.tmp-"
+
+
+def save_checkpoint(state: dict, path: str) -> None:
+    """Write ``state`` (tensors and plain values only) to ``path`` atomically.
+
+    The data goes to ``.<name>.tmp-XXXX`` in the same directory, which is then renamed over
+    ``path``, so a crash mid-write leaves the previous checkpoint intact. An OSError (disk full,
+    no permission) is a ``CheckpointError``.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=_temp_prefix(path))
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+        if isinstance(e, OSError):
+            raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from e
+        raise
+
+
+def remove_stale_temporaries(path: str) -> list:
+    """Delete the temporary files a killed ``save_checkpoint`` of ``path`` left; -> their paths."""
+    pattern = os.path.join(glob.escape(os.path.dirname(os.path.abspath(path))),
+                           glob.escape(_temp_prefix(path)) + "*")
+    stale = glob.glob(pattern)
+    for tmp in stale:
+        os.remove(tmp)
+    return stale
+
+
+def load_checkpoint(path: str, map_location: str = "cpu") -> dict:
+    """Read a checkpoint written by ``save_checkpoint``; never unpickles code."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # torch explains in paragraphs: name the kind of failure only
+        what = ("it pickles Python objects, which are never loaded" if "GLOBAL" in str(e)
+                else "corrupt or not a torch file")
+        raise CheckpointError(f"cannot read checkpoint {path}: {what}") from e
+
+
+def check_checkpoint(ckpt: dict, path: str, env_name: str, obs_shape, action_space) -> None:
+    """Raise ``CheckpointError`` unless ``ckpt`` was saved for this env and these spaces."""
+    expected = {"env_name": env_name, "obs_shape": list(obs_shape),
+                "action_space": str(action_space)}
+    for key, want in expected.items():
+        got = ckpt.get(key, want if key == "action_space" else None)  # older files lack it
+        if got != want:
+            raise CheckpointError(f"checkpoint {path} is for {key} {got!r}, expected {want!r}")
+
+
+def checkpoint_state(args, actor_critic, agent, envs, env_steps: int, obs_rms: Optional[dict],
+                     discr=None) -> dict:
+    """Everything needed to rebuild and resume the run, as tensors and plain values."""
+    return {
+        "actor_critic": actor_critic.state_dict(),
+        "optimizer": agent.optimizer.state_dict(),
+        "obs_rms": obs_rms,
+        "env_steps": env_steps,
+        "torch_rng": torch.get_rng_state(),
+        "env_name": args.env_name,
+        "env_kwargs": args.env_kwargs,
+        "algo": args.algo,
+        "seed": args.seed,
+        "obs_shape": list(envs.observation_space.shape),
+        "action_space": str(envs.action_space),
+        "recurrent_policy": args.recurrent_policy,
+        "gail": discr.full_state_dict() if discr is not None else None,
+    }
+
+
+def find_checkpoint(load_dir: str, env_name: Optional[str], algo: Optional[str] = None,
+                    seed: Optional[int] = None) -> str:
+    """The checkpoint ``load_dir`` designates: the file itself, or the one checkpoint of
+    ``env_name`` in ``load_dir`` (a ``<save-dir>/<algo>``, the original's form) or in its
+    ``<algo>/`` directories (a ``--save-dir``). Both ``<env>_seed<seed>.pt`` and the original's
+    ``<env>.pt`` count; ``algo`` / ``seed`` narrow the choice."""
+    if os.path.isfile(load_dir) or load_dir.endswith(".pt"):
+        return load_dir
+    if env_name is None:
+        raise CheckpointError("--env-name is needed when --load-dir is a directory")
+    stem = glob.escape(env_file_name(env_name))
+    names = [f"{stem}_seed{seed}.pt"] if seed is not None else [f"{stem}_seed*.pt", f"{stem}.pt"]
+    found = sorted({path for d in (glob.escape(load_dir), os.path.join(glob.escape(load_dir), "*"))
+                    for name in names for path in glob.glob(os.path.join(d, name))})
+    if algo is not None:
+        found = [p for p in found if os.path.basename(os.path.dirname(p)) == algo]
+    if len(found) > 1:
+        raise CheckpointError(
+            f"several checkpoints for {env_name} in {load_dir}: {', '.join(found)}; choose with "
+            "--algo, --train-seed or the file's path as --load-dir")
+    if not found:
+        where = os.path.join(load_dir, algo or "<algo>",
+                             f"{env_file_name(env_name)}_seed{'*' if seed is None else seed}.pt")
+        raise CheckpointError(f"no checkpoint for {env_name} in {load_dir} (looked for {where}; "
+                              "main.py saves <save-dir>/<algo>/<env-name>_seed<seed>.pt)")
+    return found[0]
+
+
+def load_policy_checkpoint(path: str, env_name: Optional[str] = None) -> dict:
+    """A checkpoint of main.py holding a policy, for ``env_name`` when given."""
+    ckpt = load_checkpoint(path)
+    if not isinstance(ckpt, dict) or not all(k in ckpt for k in POLICY_KEYS):
+        raise CheckpointError(f"{path} is not a checkpoint saved by main.py "
+                              f"(expected keys {', '.join(POLICY_KEYS)})")
+    if env_name is not None and ckpt["env_name"] != env_name:
+        raise CheckpointError(f"{path} holds a policy for {ckpt['env_name']}, not for --env-name "
+                              f"{env_name}")
+    return ckpt
+
+
+def build_policy(ckpt: dict, path: str, envs) -> Policy:
+    """The checkpoint's policy for ``envs`` (built for its env), in eval mode, with ``envs``'
+    normalizer frozen at the training run's statistics."""
+    obs_shape, action_space = tuple(envs.observation_space.shape), envs.action_space
+    check_checkpoint(ckpt, path, ckpt["env_name"], obs_shape, action_space)
+    policy = Policy(obs_shape, action_space, base_kwargs={"recurrent": ckpt["recurrent_policy"]})
+    try:
+        policy.load_state_dict(ckpt["actor_critic"])
+    except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."
+        first = " ".join(str(e).split("\n", 1)[-1].split()).split(". ")[0]
+        raise CheckpointError(f"the policy in {path} does not fit {ckpt['env_name']} (observations "
+                              f"{obs_shape}, actions {action_space}): {first}") from None
+    freeze_normalization(envs, ckpt["obs_rms"])
+    return policy.eval()

@@ -1,0 +1,91 @@
+"""A run's directories (``checkpoint.run_paths``): checked before anything is created, created
+once the inputs are valid, and removed again when the run fails to start."""
+import glob
+import os
+
+from a2c_ppo_acktr.arguments import fail
+from a2c_ppo_acktr.checkpoint import RunPaths, env_file_name, remove_stale_temporaries
+
+# What a run writes into its log directory (eval/ included); --overwrite removes these only.
+RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", os.path.join("tb", "events.out.*"),
+             os.path.join("eval", "*.monitor.csv"), os.path.join("eval", "eval.csv"))
+
+
+def _check_dir(path: str, flag: str) -> None:
+    """``fail`` unless ``path`` is, or can be created as, a directory this process may write."""
+    existing = path
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing) or "."
+    if not os.path.isdir(existing):
+        fail(f"{flag} cannot hold the run's files at {path}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        fail(f"{flag} cannot hold the run's files at {path}: {existing} is not writable")
+
+
+def _run_files(log_dir):
+    return [f for pattern in RUN_FILES
+            for f in glob.glob(os.path.join(glob.escape(log_dir), pattern))]
+
+
+def check_run(args, paths: RunPaths) -> None:
+    """``fail`` unless the run can start: its directories writable, a checkpoint for --resume, and
+    no other run of the same algo, env and seed replaced without --overwrite."""
+    _check_dir(paths.log_dir, "--log-dir")
+    if paths.checkpoint is not None:
+        _check_dir(os.path.dirname(paths.checkpoint), "--save-dir")
+    saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
+    if args.resume:
+        if not saved:
+            old = os.path.join(os.path.dirname(paths.checkpoint or ""),
+                               env_file_name(args.env_name) + ".pt")
+            hint = (f" ({old} is a run saved under the original's name: rename it to resume it)"
+                    if paths.checkpoint and os.path.isfile(old) else "")
+            fail(f"--resume: no checkpoint at {paths.checkpoint}{hint}; start a new run without "
+                 "--resume")
+    elif not args.overwrite and (saved or glob.glob(os.path.join(glob.escape(paths.log_dir),
+                                                                 "*.monitor.csv"))):
+        fail(f"{paths.checkpoint if saved else paths.log_dir} already holds a run of --algo "
+             f"{args.algo} on {args.env_name} with --seed {args.seed}; pass --resume to continue "
+             "it or --overwrite to replace it (another --seed starts a run beside it)")
+
+
+def make_run_dirs(args, paths: RunPaths, resumed: bool) -> list:
+    """Create the run's directories (eval/ only for --eval-interval); a new run starts from no
+    files of an earlier one, and no temporaries of a killed save are kept. -> the directories
+    created here, outermost first, for ``abandon``."""
+    wanted = [paths.log_dir] + ([paths.eval_dir] if args.eval_interval is not None else [])
+    if paths.checkpoint is not None:
+        wanted.append(os.path.dirname(paths.checkpoint))
+    created = []
+    for directory in wanted:
+        new = []
+        parent = directory
+        while not os.path.isdir(parent):
+            new.append(parent)
+            parent = os.path.dirname(parent) or "."
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as e:
+            abandon(paths, created, resumed=True)
+            fail(f"cannot create {directory}: {e.strerror or e}")
+        created.extend(reversed(new))
+    if not resumed:
+        for f in _run_files(paths.log_dir):
+            os.remove(f)
+    if paths.checkpoint is not None:
+        for tmp in remove_stale_temporaries(paths.checkpoint):
+            print(f"removed {tmp}, left by a save that was killed")
+    return created
+
+
+def abandon(paths: RunPaths, created: list, resumed: bool) -> None:
+    """Undo a run that failed to start: the files a new run wrote, then the directories created
+    for it if nothing else is in them. A resumed run's files are kept (it appended to them)."""
+    if not resumed:
+        for f in _run_files(paths.log_dir):
+            os.remove(f)
+    for directory in [os.path.join(paths.log_dir, "tb")] + created[::-1]:
+        try:
+            os.rmdir(directory)
+        except OSError:  # not empty (another run's files) or already gone
+            pass

@@ -1,0 +1,96 @@
+"""Checkpoint files: the run's paths, atomic writes, stale temporaries, weights-only reads,
+one-line errors."""
+import argparse
+import errno
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from a2c_ppo_acktr import checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_run_paths_layout(monkeypatch):
+    monkeypatch.setenv("HOME", "/home/u")
+    args = argparse.Namespace(log_dir="~/logs", save_dir="./trained_models/", algo="ppo",
+                              env_name="ALE/Pong-v5", seed=3)
+    assert checkpoint.run_paths(args) == (
+        "/home/u/logs/ppo/ALE_Pong-v5_seed3", "/home/u/logs/ppo/ALE_Pong-v5_seed3/eval",
+        "trained_models/ppo/ALE_Pong-v5_seed3.pt")
+    args.save_dir = ""  # saving off
+    assert checkpoint.run_paths(args).checkpoint is None
+
+
+def test_save_is_atomic_when_interrupted(tmp_path, monkeypatch):
+    path = str(tmp_path / "run.pt")
+    checkpoint.save_checkpoint({"step": torch.tensor(1)}, path)
+
+    def crash_midway(obj, f, *args, **kwargs):
+        f.write(b"half a checkpoint")
+        raise KeyboardInterrupt  # e.g. Ctrl-C during the write
+
+    monkeypatch.setattr(torch, "save", crash_midway)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save_checkpoint({"step": torch.tensor(2)}, path)
+    monkeypatch.undo()
+    assert checkpoint.load_checkpoint(path)["step"].item() == 1
+    assert os.listdir(tmp_path) == ["run.pt"]  # no temporary file left behind
+
+
+def test_failed_write_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = str(tmp_path / "run.pt")
+    checkpoint.save_checkpoint({"step": torch.tensor(1)}, path)
+
+    def disk_full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(checkpoint.CheckpointError, match=f"cannot write {path}: No space left"):
+        checkpoint.save_checkpoint({"step": torch.tensor(2)}, path)
+    monkeypatch.undo()
+    assert checkpoint.load_checkpoint(path)["step"].item() == 1
+    assert os.listdir(tmp_path) == ["run.pt"]
+    with pytest.raises(checkpoint.CheckpointError, match="cannot write"):  # a dir that is a file
+        checkpoint.save_checkpoint({}, os.path.join(path, "under_a_file.pt"))
+
+
+def test_kill_9_mid_save_leaves_a_temporary_that_start_up_removes(tmp_path):
+    """SIGKILL between write and rename: the previous checkpoint stays, and the temporary is named
+    after its checkpoint so that this run's start-up removes it and no other run's."""
+    path = str(tmp_path / "CartPole-v1_seed1.pt")
+    checkpoint.save_checkpoint({"step": torch.tensor(1)}, path)
+    other = tmp_path / ".CartPole-v1_seed2.pt.tmp-x1y2"  # another run's, maybe saving right now
+    other.write_bytes(b"")
+    script = ("import sys, time, torch\n"
+              "from a2c_ppo_acktr import checkpoint\n"
+              "def stuck(obj, f, *a, **k):\n"
+              "    f.write(b'half'); f.flush(); print('writing', flush=True); time.sleep(60)\n"
+              "torch.save = stuck\n"
+              "checkpoint.save_checkpoint({'step': torch.tensor(2)}, sys.argv[1])\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, path], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == "writing\n"
+    proc.kill()
+    proc.wait()
+    stale = [f for f in os.listdir(tmp_path) if f.startswith(".CartPole-v1_seed1.pt.tmp-")]
+    assert len(stale) == 1 and checkpoint.load_checkpoint(path)["step"].item() == 1
+    assert checkpoint.remove_stale_temporaries(path) == [str(tmp_path / stale[0])]
+    assert sorted(os.listdir(tmp_path)) == [other.name, "CartPole-v1_seed1.pt"]
+
+
+def test_checkpoints_never_unpickle_code(tmp_path):
+    path = str(tmp_path / "evil.pt")
+    torch.save({"obj": object()}, path)  # an arbitrary object: refused by weights_only
+    with pytest.raises(checkpoint.CheckpointError, match="cannot read checkpoint"):
+        checkpoint.load_checkpoint(path)
+
+
+def test_check_checkpoint_names_the_mismatch():
+    ckpt = {"env_name": "CartPole-v1", "obs_shape": [4], "action_space": "Discrete(2)"}
+    checkpoint.check_checkpoint(ckpt, "x.pt", "CartPole-v1", (4,), "Discrete(2)")
+    with pytest.raises(checkpoint.CheckpointError, match="obs_shape"):
+        checkpoint.check_checkpoint(ckpt, "x.pt", "CartPole-v1", (5,), "Discrete(2)")
