@@ -33,13 +33,25 @@ class CurveError(Exception):
 
 
 def monitor_files(log_dir: str) -> list[str]:
-    """Return the sorted ``*monitor.csv`` files in ``log_dir``.
+    """Return the sorted ``*monitor.csv`` files of the run in ``log_dir``.
 
-    Raises ``CurveError`` if the dir does not exist or holds no monitor files.
+    ``log_dir`` is a run's own directory, or a ``--log-dir`` that main.py put exactly one run
+    under (``<log-dir>/<algo>/<env>_seed<seed>/``). Evaluation files (``eval/``) are not training
+    episodes and are left out. Raises ``CurveError`` if the dir does not exist, holds no monitor
+    files, or holds several runs (they are to be named one by one).
     """
     if not os.path.isdir(log_dir):
         raise CurveError(f"run directory not found: {log_dir}")
     files = sorted(glob.glob(os.path.join(glob.escape(log_dir), MONITOR_PATTERN)))
+    if not files:
+        below = glob.glob(os.path.join(glob.escape(log_dir), "**", MONITOR_PATTERN),
+                          recursive=True)
+        runs = sorted({os.path.dirname(f) for f in below
+                       if os.path.basename(os.path.dirname(f)) != "eval"})
+        if len(runs) > 1:
+            raise CurveError(f"{log_dir} holds several runs: {', '.join(runs)}; name one, or "
+                             "join them with commas for a mean and band")
+        files = sorted(f for f in below if runs and os.path.dirname(f) == runs[0])
     files = [f for f in files if os.path.isfile(f)]
     if not files:
         raise CurveError(f"no *.monitor.csv files in {log_dir}")

@@ -168,3 +168,16 @@ def test_cli_error_path(tmp_path, kind):
 def test_cli_help():
     rc, out, _ = plot("--help")
     assert rc == 0 and "usage: plot.py" in out
+
+
+def test_a_log_dir_finds_the_one_run_main_put_under_it(tmp_path):
+    """main.py writes a run to <log-dir>/<algo>/<env>_seed<seed>/; naming <log-dir> is enough,
+    its eval/ files are not training episodes, and two runs under it must be named apart."""
+    base = tmp_path / "logs"
+    run = make_run(base / "ppo" / "CartPole-v1_seed1", [1.0, 2.0])
+    write_monitor(base / "ppo" / "CartPole-v1_seed1" / "eval" / "0.monitor.csv", [(99.0, 1, 1.0)])
+    assert curves.monitor_files(str(base)) == [os.path.join(run, "0.monitor.csv")]
+    np.testing.assert_array_equal(curves.load_run(str(base))[1], [1.0, 2.0])
+    make_run(base / "ppo" / "CartPole-v1_seed2", [3.0])
+    with pytest.raises(curves.CurveError, match="several runs"):
+        curves.monitor_files(str(base))
