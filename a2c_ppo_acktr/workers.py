@@ -82,6 +82,10 @@ class RolloutWorker:
     def pid(self):
         return os.getpid()
 
+    def exit(self):
+        """End this process as a crash would: Ray restarts the actor (``max_restarts``)."""
+        os._exit(1)
+
     def start(self, seed, torch_seed, log_dir, monitor_append):
         """Build fresh envs (ranks ``index * P ..``) and policy; -> first observations, spaces."""
         a = self.args
@@ -376,8 +380,18 @@ class WorkerGroup:
         if attempt > MAX_FAILURES:
             self.log_event(f"worker {w} failed {attempt} times in a row ({what}); giving up")
             raise RuntimeError(f"Ray rollout worker {w} failed {attempt} times in a row: {what}")
-        # A worker that raised is still alive with broken envs: a fresh process is simplest.
-        ray.kill(self.workers[w], no_restart=False)
+        if isinstance(error, ray.exceptions.RayTaskError):
+            # A worker that raised is still alive with broken envs: a fresh process is simplest.
+            # Not ray.kill(no_restart=False): it returns before the process is gone, so the
+            # start below may still run in the old process, which then dies with the envs it
+            # built (and the next call fails with ActorUnavailableError). This call fails only
+            # once the process is gone, so every later call reaches the restarted one.
+            try:
+                ray.get(self.workers[w].exit.remote())
+            except ray.exceptions.RayActorError:  # ActorDiedError, ActorUnavailableError
+                pass
+        # Otherwise the process is already gone and Ray is restarting the actor: a ray.kill now
+        # could end the fresh process too, after the start below ran in it (the same race).
         self.seed_base += 10_000  # envs of a restarted worker do not replay old episodes
         deadline = time.time() + START_TIMEOUT
         while True:

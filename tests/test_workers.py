@@ -5,7 +5,7 @@ import pathlib
 import signal
 import sys
 import tempfile
-import threading
+import types
 
 import gymnasium as gym
 import numpy as np
@@ -167,8 +167,10 @@ def test_killed_worker_is_restarted_and_the_run_completes(tmp_path, capsys, monk
 
     def collect_and_kill(self, *args, **kwargs):
         calls.append(self.pids[1])
-        if len(calls) == 3:  # kill it while it samples, or just before
-            threading.Timer(0.01, os.kill, (self.pids[1], signal.SIGKILL)).start()
+        if len(calls) == 3:
+            # Just before it samples: a kill on a timer, to land while it samples, came after its
+            # 8 steps on a loaded machine, and the failure showed only in the next update.
+            os.kill(self.pids[1], signal.SIGKILL)
         return collect(self, *args, **kwargs)
 
     monkeypatch.setattr(workers.WorkerGroup, "collect", collect_and_kill)
@@ -216,6 +218,72 @@ def test_worker_whose_env_crashes_is_restarted(tmp_path, capsys):
     # Steps 9-16 of each env hold its 12th: update 1 is re-sampled by a fresh process.
     assert log.count("RuntimeError: simulated env crash") == 1, log
     assert "update 1: worker 0 failed" in log and "restarted by Ray" in log, log
+
+
+class FakeActor:
+    """A restartable actor's processes (pids 100, 101, ..) as Ray 2.60 handles them on a loaded
+    machine: ``ray.kill`` returns before the process is gone, which still runs the call sent next
+    and then dies; the call after that fails with ActorUnavailableError."""
+
+    def __init__(self, pid):
+        self.current, self.killed, self.ran_since_kill = pid, False, False
+        self.started = None  # the pid of the process that built envs last
+
+    def call(self, method):
+        if self.killed:
+            if self.ran_since_kill:
+                self.die()
+                return ray.exceptions.ActorUnavailableError(
+                    "The actor is temporarily unavailable: IOError: The actor was restarted.", None)
+            self.ran_since_kill = True
+        if method == "exit":
+            self.die()
+            return ray.exceptions.ActorDiedError()
+        if method == "start":
+            self.started = self.current
+        return self.current
+
+    def die(self):
+        """The process ends; Ray restarts the actor in a new one."""
+        self.current, self.killed, self.ran_since_kill = self.current + 1, False, False
+
+    def __getattr__(self, method):  # actor.<method>.remote(...) -> its result (or error)
+        return types.SimpleNamespace(remote=lambda *args: self.call(method))
+
+
+class FakeRay:
+    exceptions = ray.exceptions
+
+    @staticmethod
+    def get(result, timeout=None):
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    @staticmethod
+    def kill(actor, no_restart=True):
+        actor.killed = True
+
+
+@pytest.mark.parametrize("how", ["raised", "process died"])
+def test_restart_starts_envs_in_the_process_that_lives_on(tmp_path, how):
+    """``_restart`` builds the envs in the process that lives on, and reports that one, also where
+    a kill would land late: for a worker that raised (an env crashed) and for one whose process
+    died (SIGKILL) and that Ray has already restarted."""
+    actor = FakeActor(pid=100)
+    if how == "raised":
+        error = ray.exceptions.RayTaskError("sample", "Traceback", RuntimeError("simulated env "
+                                            "crash")).as_instanceof_cause()
+    else:  # the process died in sample; Ray has already restarted the actor
+        actor.die()
+        error = ray.exceptions.ActorUnavailableError("The actor is temporarily unavailable", None)
+    group = workers.WorkerGroup.__new__(workers.WorkerGroup)
+    group.ray, group.workers, group.pids, group.seed_base = FakeRay, [actor], [100], 0
+    group.log_dir, group.version = str(tmp_path), 1
+    group.events = open(tmp_path / "workers.log", "w")
+    group._restart(0, error, attempt=1)
+    group.events.close()
+    assert actor.started == group.pids[0] == actor.current != 100
 
 
 def test_frame_stacks_travel_as_new_frames_and_are_rebuilt_exactly():
