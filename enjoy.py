@@ -114,7 +114,9 @@ def build_policy(args, ckpt, path, envs, prog="enjoy.py"):
         check_checkpoint(ckpt, path, args.env_name, obs_shape, action_space)
     except CheckpointError as e:
         _fail(str(e), prog)
-    policy = Policy(obs_shape, action_space, base_kwargs={"recurrent": ckpt["recurrent_policy"]})
+    # Checkpoints from before --hidden-size etc. have no "policy_kwargs": the original's network.
+    policy = Policy(obs_shape, action_space, **ckpt.get(
+        "policy_kwargs", {"base_kwargs": {"recurrent": ckpt["recurrent_policy"]}}))
     try:
         policy.load_state_dict(ckpt["actor_critic"])
     except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."

@@ -21,7 +21,7 @@ from a2c_ppo_acktr.arguments import fail, get_args
 from a2c_ppo_acktr.distributed import DDP
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs, normalizer_state
 from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
-from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.model import Policy, policy_kwargs
 from a2c_ppo_acktr.realtime import mean_benchmarks
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.sampler import AsyncSampler
@@ -33,14 +33,16 @@ DEFAULT_THREADS = torch.get_num_threads()
 
 def make_policy(args, envs, device):
     return Policy(envs.observation_space.shape, envs.action_space,
-                  base_kwargs={"recurrent": args.recurrent_policy}).to(device)
+                  **policy_kwargs(args)).to(device)
 
 
 def make_agent(args, actor_critic):
     if args.algo == "ppo":
         return algo.PPO(actor_critic, args.clip_param, args.ppo_epoch, args.num_mini_batch,
                         args.value_loss_coef, args.entropy_coef, lr=args.lr, eps=args.eps,
-                        max_grad_norm=args.max_grad_norm)
+                        max_grad_norm=args.max_grad_norm,
+                        use_clipped_value_loss=not args.no_clipped_value_loss,
+                        advantage_norm=args.advantage_norm)
     return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
                           eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
                           acktr=args.algo == "acktr")
@@ -64,6 +66,7 @@ def checkpoint_state(args, actor_critic, agent, envs, env_steps, obs_rms, discr=
         "obs_shape": list(envs.observation_space.shape),
         "action_space": str(envs.action_space),
         "recurrent_policy": args.recurrent_policy,
+        "policy_kwargs": policy_kwargs(args),  # the network's shape, for enjoy.py
         "gail": discr.full_state_dict() if discr is not None else None,
     }
 
