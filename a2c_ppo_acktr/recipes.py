@@ -76,7 +76,8 @@ def recipe(env: str, name: str) -> list[str]:
     """``main.py`` flags of recipe ``name`` (original | tuned) for ``env``."""
     if name not in RECIPES:
         raise KeyError(f"unknown recipe {name!r}; choose one of: {', '.join(RECIPES)}")
-    flags = ORIGINAL[suite_of(env)] if name == "original" else TUNED[env]
+    suite = suite_of(env)
+    flags = ORIGINAL[suite] if name == "original" else TUNED[env]
     return shlex.split(flags)
 
 
