@@ -1,5 +1,6 @@
 """The command line of ``main.py``: the original's flags, names and defaults, plus the new ones
-(``--vec-env``, ``--resume``, ``--overwrite``, ``--env-kwargs``, ``--async-rollouts``)."""
+(``--vec-env``, ``--resume``, ``--overwrite``, ``--env-kwargs``, ``--async-rollouts``, and the
+network and loss options of the tuned recipes: ``--hidden-size`` ... ``--no-clipped-value-loss``)."""
 import argparse
 import ast
 import os
