@@ -1,5 +1,6 @@
 """The command line of ``main.py``: the original's flags, names and defaults, plus the new ones
-(``--vec-env``, ``--resume``, ``--overwrite``, ``--env-kwargs``, ``--async-rollouts``)."""
+(``--vec-env``, ``--resume``, ``--overwrite``, ``--env-kwargs``, ``--async-rollouts``, and the
+network and loss options of the tuned recipes: ``--hidden-size`` ... ``--no-clipped-value-loss``)."""
 import argparse
 import ast
 import os
@@ -9,6 +10,8 @@ from typing import Optional
 import torch
 
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
+from a2c_ppo_acktr.algo.ppo import ADVANTAGE_NORMS
+from a2c_ppo_acktr.model import ACTIVATIONS, INITS
 
 ALGOS = ("a2c", "ppo", "acktr")
 VEC_ENVS = ("auto", "dummy", "shmem")
@@ -127,6 +130,24 @@ def build_parser():
     p.add_argument("--check-rollouts", action="store_true", default=False,
                    help="debug: workers also send a checksum of each rollout as they saw it and "
                    "the learner checks the one it rebuilt against it")
+    # Network and PPO-loss options of tuned recipes (a2c_ppo_acktr/recipes.py); the defaults are
+    # the original's.
+    g = p.add_argument_group("network and loss options")
+    g.add_argument("--hidden-size", type=_count, default=None,
+                   help="width of the hidden layers (default: 64 for the MLP, 512 for the CNN)")
+    g.add_argument("--activation", choices=sorted(ACTIVATIONS), default=None,
+                   help="hidden activation (default: tanh for the MLP, relu for the CNN)")
+    g.add_argument("--log-std-init", type=float, default=0.0,
+                   help="initial log standard deviation of Box (Gaussian) actions (default: 0)")
+    g.add_argument("--init", choices=INITS, default="orthogonal",
+                   help="layer initialization: orthogonal (the original's) or default "
+                   "(PyTorch's, as SB3's ortho_init=False) (default: orthogonal)")
+    g.add_argument("--advantage-norm", choices=ADVANTAGE_NORMS, default="batch",
+                   help="PPO: standardize advantages over the whole rollout (the original's), "
+                   "over each minibatch (SB3, CleanRL) or not at all (default: batch)")
+    g.add_argument("--no-clipped-value-loss", action="store_true", default=False,
+                   help="PPO: plain squared value error instead of the original's value loss "
+                   "clipped by --clip-param (SB3's default)")
     return p
 
 
@@ -203,7 +224,7 @@ def check_args(args):
     if args.vec_env not in VEC_ENVS:
         fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENVS)}")
     for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
-                 "save_interval", "num_env_steps", "eval_interval"):
+                 "save_interval", "num_env_steps", "eval_interval", "hidden_size"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             fail(f"--{name.replace('_', '-')} must be a positive integer, got {value}")

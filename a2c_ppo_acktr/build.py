@@ -10,21 +10,23 @@ from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.arguments import fail
 from a2c_ppo_acktr.checkpoint import CheckpointError, check_checkpoint
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
-from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.model import Policy, policy_kwargs
 
 DEFAULT_THREADS = torch.get_num_threads()
 
 
 def make_policy(args, envs, device):
     return Policy(envs.observation_space.shape, envs.action_space,
-                  base_kwargs={"recurrent": args.recurrent_policy}).to(device)
+                  **policy_kwargs(args)).to(device)
 
 
 def make_agent(args, actor_critic):
     if args.algo == "ppo":
         return algo.PPO(actor_critic, args.clip_param, args.ppo_epoch, args.num_mini_batch,
                         args.value_loss_coef, args.entropy_coef, lr=args.lr, eps=args.eps,
-                        max_grad_norm=args.max_grad_norm)
+                        max_grad_norm=args.max_grad_norm,
+                        use_clipped_value_loss=not args.no_clipped_value_loss,
+                        advantage_norm=args.advantage_norm)
     return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
                           eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
                           acktr=args.algo == "acktr")

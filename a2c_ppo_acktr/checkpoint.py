@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Optional
 import torch
 
 from a2c_ppo_acktr.evaluation import freeze_normalization
-from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.model import Policy, policy_kwargs
 
 # What enjoy.py / generate.py need from a checkpoint to rebuild its policy.
 POLICY_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
@@ -130,6 +130,7 @@ def checkpoint_state(args, actor_critic, agent, envs, env_steps: int, obs_rms: O
         "obs_shape": list(envs.observation_space.shape),
         "action_space": str(envs.action_space),
         "recurrent_policy": args.recurrent_policy,
+        "policy_kwargs": policy_kwargs(args),  # the network's shape, for enjoy.py
         "gail": discr.full_state_dict() if discr is not None else None,
     }
 
@@ -179,7 +180,9 @@ def build_policy(ckpt: dict, path: str, envs) -> Policy:
     normalizer frozen at the training run's statistics."""
     obs_shape, action_space = tuple(envs.observation_space.shape), envs.action_space
     check_checkpoint(ckpt, path, ckpt["env_name"], obs_shape, action_space)
-    policy = Policy(obs_shape, action_space, base_kwargs={"recurrent": ckpt["recurrent_policy"]})
+    # Checkpoints from before --hidden-size etc. have no "policy_kwargs": the original's network.
+    policy = Policy(obs_shape, action_space, **ckpt.get(
+        "policy_kwargs", {"base_kwargs": {"recurrent": ckpt["recurrent_policy"]}}))
     try:
         policy.load_state_dict(ckpt["actor_critic"])
     except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."

@@ -107,10 +107,10 @@ class Categorical(nn.Module):
 class DiagGaussian(nn.Module):
     """Head for ``Box`` action spaces; the log-std is a free parameter, not a function of the state."""
 
-    def __init__(self, num_inputs, num_outputs):
+    def __init__(self, num_inputs, num_outputs, log_std_init: float = 0.0):
         super().__init__()
         self.fc_mean = init(nn.Linear(num_inputs, num_outputs))
-        self.logstd = nn.Parameter(torch.zeros(num_outputs))
+        self.logstd = nn.Parameter(torch.full((num_outputs,), float(log_std_init)))
 
     def forward(self, x):
         return DiagGaussianDist(self.fc_mean(x), self.logstd)

@@ -8,6 +8,22 @@ from gymnasium import spaces
 from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian
 from a2c_ppo_acktr.utils import init
 
+INITS = ("orthogonal", "default")
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def policy_kwargs(args) -> dict:
+    """``Policy`` keyword arguments from parsed ``main.py`` flags (or a checkpoint's copy of them).
+
+    Unset ``--hidden-size`` / ``--activation`` keep each base's own default.
+    """
+    base_kwargs = {"recurrent": args.recurrent_policy}
+    for name in ("hidden_size", "activation"):
+        if getattr(args, name, None) is not None:
+            base_kwargs[name] = getattr(args, name)
+    return {"base_kwargs": base_kwargs, "log_std_init": getattr(args, "log_std_init", 0.0),
+            "init": getattr(args, "init", "orthogonal")}
+
 
 class Policy(nn.Module):
     """Actor-critic with the original's interface.
@@ -15,11 +31,16 @@ class Policy(nn.Module):
     ``obs_shape`` picks the base when ``base`` is None: 3-D (C, H, W) images -> ``CNNBase``,
     1-D vectors -> ``MLPBase``. ``action_space`` picks the head: Discrete -> Categorical,
     Box -> DiagGaussian, MultiBinary -> Bernoulli. ``base_kwargs`` go to the base
-    (``recurrent``, ``hidden_size``).
+    (``recurrent``, ``hidden_size``, ``activation``). ``log_std_init`` is the Gaussian head's
+    initial log-std; ``init="default"`` replaces the original's orthogonal init of the Linear and
+    Conv2d layers by PyTorch's own (SB3's ``ortho_init=False``).
     """
 
-    def __init__(self, obs_shape, action_space, base=None, base_kwargs=None):
+    def __init__(self, obs_shape, action_space, base=None, base_kwargs=None,
+                 log_std_init: float = 0.0, init: str = "orthogonal"):
         super().__init__()
+        if init not in INITS:
+            raise ValueError(f"unknown init {init!r}; expected one of {', '.join(INITS)}")
         base_kwargs = base_kwargs or {}
         if base is None:
             if len(obs_shape) == 3:
@@ -35,13 +56,17 @@ class Policy(nn.Module):
         if isinstance(action_space, spaces.Discrete):
             self.dist = Categorical(self.base.output_size, int(action_space.n))
         elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
-            self.dist = DiagGaussian(self.base.output_size, action_space.shape[0])
+            self.dist = DiagGaussian(self.base.output_size, action_space.shape[0], log_std_init)
         elif isinstance(action_space, spaces.MultiBinary) and len(action_space.shape) == 1:
             self.dist = Bernoulli(self.base.output_size, action_space.shape[0])
         else:
             raise ValueError(
                 f"action space {action_space} is not supported: "
                 "expected Discrete, a 1-D Box or a 1-D MultiBinary")
+        if init == "default":
+            for m in self.modules():
+                if isinstance(m, (nn.Linear, nn.Conv2d)):
+                    m.reset_parameters()
 
     @property
     def is_recurrent(self):
@@ -132,14 +157,15 @@ class NNBase(nn.Module):
 class CNNBase(NNBase):
     """The Nature DQN torso on uint8 (or 0..255 float) images (C, 84, 84)."""
 
-    def __init__(self, num_inputs, recurrent=False, hidden_size=512):
+    def __init__(self, num_inputs, recurrent=False, hidden_size=512, activation="relu"):
         super().__init__(recurrent, hidden_size, hidden_size)
-        relu_gain = nn.init.calculate_gain("relu")
+        act = ACTIVATIONS[activation]
+        gain = nn.init.calculate_gain(activation)
         self.main = nn.Sequential(
-            init(nn.Conv2d(num_inputs, 32, 8, stride=4), relu_gain), nn.ReLU(),
-            init(nn.Conv2d(32, 64, 4, stride=2), relu_gain), nn.ReLU(),
-            init(nn.Conv2d(64, 32, 3, stride=1), relu_gain), nn.ReLU(), nn.Flatten(),
-            init(nn.Linear(32 * 7 * 7, hidden_size), relu_gain), nn.ReLU())
+            init(nn.Conv2d(num_inputs, 32, 8, stride=4), gain), act(),
+            init(nn.Conv2d(32, 64, 4, stride=2), gain), act(),
+            init(nn.Conv2d(64, 32, 3, stride=1), gain), act(), nn.Flatten(),
+            init(nn.Linear(32 * 7 * 7, hidden_size), gain), act())
         self.critic_linear = init(nn.Linear(hidden_size, 1))
         # Channels-last (NHWC) convolutions: oneDNN's fast path on the CPU, ~1.5x faster for the
         # PPO update on Atari batches here (scripts/bench_fps.py case d); tensor-core friendly on
@@ -154,19 +180,19 @@ class CNNBase(NNBase):
 
 
 class MLPBase(NNBase):
-    """Separate actor and critic MLPs (two tanh layers of ``hidden_size``) on vector observations."""
+    """Separate actor and critic MLPs (two layers of ``hidden_size``, tanh or ReLU) on vectors."""
 
-    def __init__(self, num_inputs, recurrent=False, hidden_size=64):
+    def __init__(self, num_inputs, recurrent=False, hidden_size=64, activation="tanh"):
         super().__init__(recurrent, num_inputs, hidden_size)
         if recurrent:
             num_inputs = hidden_size
-        gain = math.sqrt(2)
-        self.actor = nn.Sequential(
-            init(nn.Linear(num_inputs, hidden_size), gain), nn.Tanh(),
-            init(nn.Linear(hidden_size, hidden_size), gain), nn.Tanh())
-        self.critic = nn.Sequential(
-            init(nn.Linear(num_inputs, hidden_size), gain), nn.Tanh(),
-            init(nn.Linear(hidden_size, hidden_size), gain), nn.Tanh())
+        gain = math.sqrt(2)  # the original's gain for tanh, kept for ReLU (it is ReLU's gain)
+
+        def tower():
+            return nn.Sequential(
+                init(nn.Linear(num_inputs, hidden_size), gain), ACTIVATIONS[activation](),
+                init(nn.Linear(hidden_size, hidden_size), gain), ACTIVATIONS[activation]())
+        self.actor, self.critic = tower(), tower()
         self.critic_linear = init(nn.Linear(hidden_size, 1))
 
     def forward(self, inputs, rnn_hxs, masks):

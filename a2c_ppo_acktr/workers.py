@@ -45,7 +45,7 @@ from a2c_ppo_acktr.envs import (
     normalizer_delta,
 )
 from a2c_ppo_acktr.evaluation import evaluate
-from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.model import Policy, policy_kwargs
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.storage import RolloutStorage
 
@@ -98,8 +98,7 @@ class RolloutWorker:
                                   vec_env=a.vec_env, monitor_append=monitor_append,
                                   env_kwargs=a.env_kwargs, first_rank=self.index * a.num_processes)
         space = self.envs.observation_space
-        self.policy = Policy(space.shape, self.envs.action_space,
-                             base_kwargs={"recurrent": a.recurrent_policy})
+        self.policy = Policy(space.shape, self.envs.action_space, **policy_kwargs(a))
         obs = self.envs.reset()
         self.rollouts = RolloutStorage(a.num_steps, a.num_processes, space.shape,
                                        self.envs.action_space,
@@ -181,8 +180,7 @@ class Evaluator:
     def __init__(self, args, observation_space, action_space, eval_log_dir):
         torch.set_num_threads(1)
         self.args, self.eval_log_dir = args, eval_log_dir
-        self.policy = Policy(observation_space.shape, action_space,
-                             base_kwargs={"recurrent": args.recurrent_policy})
+        self.policy = Policy(observation_space.shape, action_space, **policy_kwargs(args))
 
     def evaluate(self, snapshot, update, env_steps):
         os.makedirs(self.eval_log_dir, exist_ok=True)

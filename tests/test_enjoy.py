@@ -112,6 +112,17 @@ def test_recurrent_policy(capsys, tmp_path):
     assert len(episodes) == 2
 
 
+def test_policy_with_network_flags(capsys, tmp_path):
+    save_dir = train(tmp_path / "models", "--hidden-size", "16", "--activation", "relu",
+                     "--init", "default")
+    ckpt = load_checkpoint(os.path.join(save_dir, "a2c", "CartPole-v1.pt"))
+    assert ckpt["policy_kwargs"]["base_kwargs"] == {"recurrent": False, "hidden_size": 16,
+                                                    "activation": "relu"}
+    episodes, _ = play(capsys, "--env-name", "CartPole-v1", "--load-dir", save_dir,
+                       "--episodes", "1", "--non-det")
+    assert len(episodes) == 1
+
+
 def test_record_cartpole_gif(capsys, cartpole, tmp_path):
     pytest.importorskip("pygame")  # classic control renders with pygame
     path = tmp_path / "video" / "cartpole.gif"

@@ -1,12 +1,14 @@
 """Policy: shapes per action space, act/evaluate_actions agreement, GRU masking equals unrolling."""
 import copy
+import math
 
 import numpy as np
 import pytest
 import torch
+import torch.nn as nn
 from gymnasium import spaces
 
-from a2c_ppo_acktr.model import CNNBase, MLPBase, Policy
+from a2c_ppo_acktr.model import CNNBase, MLPBase, Policy, policy_kwargs
 
 SPACES = {
     "discrete": (spaces.Discrete(3), (1,), torch.long),
@@ -119,3 +121,41 @@ def test_cnn_base_channels_last_equals_plain_nature_cnn():
     assert all(not p.is_contiguous() for p in base.main.parameters() if p.dim() == 4)
     torch.testing.assert_close(features, expected, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(value, base.critic_linear(expected), rtol=1e-4, atol=1e-5)
+
+
+def test_hidden_size_and_activation():
+    policy = Policy((5,), spaces.Discrete(2), base_kwargs={"hidden_size": 32, "activation": "relu"})
+    for tower in (policy.base.actor, policy.base.critic):
+        assert [m.out_features for m in tower if isinstance(m, nn.Linear)] == [32, 32]
+        assert [type(m) for m in tower if not isinstance(m, nn.Linear)] == [nn.ReLU, nn.ReLU]
+    assert [type(m) for m in Policy((5,), spaces.Discrete(2)).base.actor][1] is nn.Tanh
+    cnn = Policy((4, 84, 84), spaces.Discrete(2), base_kwargs={"activation": "tanh"})
+    assert nn.ReLU not in {type(m) for m in cnn.base.main}
+
+
+def test_log_std_init_sets_initial_std():
+    policy = Policy((3,), spaces.Box(-1, 1, (2,), np.float32), log_std_init=-2.0)
+    dist = policy.dist(torch.zeros(1, policy.base.output_size))
+    torch.testing.assert_close(dist.logstd.exp(), torch.full((2,), math.exp(-2.0)))
+
+
+def test_default_init_is_pytorch_not_orthogonal():
+    torch.manual_seed(0)
+    policy = Policy((5,), spaces.Discrete(2), init="default")
+    w = policy.base.actor[2].weight.detach()
+    # PyTorch's Linear init: uniform within 1/sqrt(fan_in), biases not zero, rows not orthogonal.
+    assert w.abs().max() <= 1 / math.sqrt(64) and torch.count_nonzero(policy.base.actor[0].bias) > 0
+    assert not torch.allclose(w @ w.T, 2.0 * torch.eye(64), atol=1e-2)
+    with pytest.raises(ValueError, match="unknown init"):
+        Policy((5,), spaces.Discrete(2), init="xavier")
+
+
+def test_policy_kwargs_from_flags_defaults_keep_the_original_network():
+    from a2c_ppo_acktr.arguments import get_args
+    default = policy_kwargs(get_args(["--env-name", "CartPole-v1"]))
+    assert default == {"base_kwargs": {"recurrent": False}, "log_std_init": 0.0,
+                       "init": "orthogonal"}
+    tuned = policy_kwargs(get_args(["--hidden-size", "256", "--activation", "relu",
+                                    "--log-std-init", "-2", "--init", "default"]))
+    assert tuned == {"base_kwargs": {"recurrent": False, "hidden_size": 256, "activation": "relu"},
+                     "log_std_init": -2.0, "init": "default"}

@@ -60,3 +60,47 @@ def test_ppo_clip_fraction_rises_with_large_steps():
     greedy = PPO(policy, 0.2, 20, 1, 0.5, 0.0, lr=5e-2, eps=1e-5, max_grad_norm=10.0)
     greedy.update(rollouts)
     assert greedy.stats["clip_fraction"] > 0.0 and greedy.stats["approx_kl"] > 0.0
+
+
+@pytest.mark.parametrize("norm", ["batch", "minibatch", "none"])
+def test_advantage_norm_matches_reference(norm):
+    """At ratio 1 (lr 0) d(action loss)/d(log prob) of a sample is -A/M, A its advantage as used."""
+    torch.manual_seed(0)
+    policy = Policy((3,), spaces.Discrete(2), base_kwargs={"hidden_size": 8})
+    rollouts = bandit_rollout(policy, torch.tensor([[1.0], [-1.0]]))
+    raw = (rollouts.returns[:-1] - rollouts.value_preds[:-1]).reshape(-1)
+    raw = raw + torch.arange(T * N) * 0.1  # minibatches with different means and spreads
+    rollouts.returns[:-1] = (raw.view(T, N, 1) + rollouts.value_preds[:-1])
+    obs_rows = rollouts.obs[:-1].reshape(T * N, -1)
+    agent = PPO(policy, 0.2, 1, 4, 0.0, 0.0, lr=1e-30, eps=1e-5, max_grad_norm=1e9,
+                advantage_norm=norm)
+    used, evaluate = [], policy.evaluate_actions
+
+    def spy(obs, hxs, masks, actions):
+        values, log_probs, entropy, hxs = evaluate(obs, hxs, masks, actions)
+        rows = [int((obs_rows == o).all(1).nonzero()[0]) for o in obs]
+        log_probs.register_hook(lambda g: used.append((rows, -g.view(-1) * len(rows))))
+        return values, log_probs, entropy, hxs
+
+    policy.evaluate_actions = spy
+    agent.update(rollouts)
+    assert len(used) == 4
+    standardized = (raw - raw.mean()) / (raw.std() + 1e-5)
+    for rows, adv in used:
+        mb = raw[rows]
+        expected = {"batch": standardized[rows], "none": mb,
+                    "minibatch": (mb - mb.mean()) / (mb.std() + 1e-5)}[norm]
+        torch.testing.assert_close(adv, expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="advantage_norm"):
+        PPO(policy, 0.2, 1, 4, 0.5, 0.0, lr=1e-3, advantage_norm="global")
+
+
+def test_flags_reach_the_agent():
+    import main
+    from a2c_ppo_acktr.arguments import get_args
+    policy = Policy((3,), spaces.Discrete(2))
+    original = main.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4"]), policy)
+    assert original.use_clipped_value_loss and original.advantage_norm == "batch"
+    tuned = main.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4", "--no-clipped-value-loss",
+                                      "--advantage-norm", "minibatch"]), policy)
+    assert not tuned.use_clipped_value_loss and tuned.advantage_norm == "minibatch"

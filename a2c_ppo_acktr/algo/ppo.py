@@ -3,6 +3,12 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
+ADVANTAGE_NORMS = ("batch", "minibatch", "none")
+
+
+def standardize(x: torch.Tensor) -> torch.Tensor:
+    return (x - x.mean()) / (x.std() + 1e-5)
+
 
 class PPO:
     """PPO on a ``Policy``: ``ppo_epoch`` passes of ``num_mini_batch`` minibatches per rollout.
@@ -10,10 +16,18 @@ class PPO:
     After each ``update``, ``self.stats`` holds the mean ``approx_kl`` (the low-variance estimator
     E[(r - 1) - log r] of KL(old || new)) and ``clip_fraction`` (share of samples whose ratio
     left [1 - clip, 1 + clip]) for the log.
+
+    ``advantage_norm``: "batch" standardizes the advantages over the whole rollout (the
+    original), "minibatch" over each minibatch (SB3, CleanRL), "none" leaves them raw.
     """
 
     def __init__(self, actor_critic, clip_param, ppo_epoch, num_mini_batch, value_loss_coef,
-                 entropy_coef, lr=None, eps=None, max_grad_norm=None, use_clipped_value_loss=True):
+                 entropy_coef, lr=None, eps=None, max_grad_norm=None, use_clipped_value_loss=True,
+                 advantage_norm: str = "batch"):
+        if advantage_norm not in ADVANTAGE_NORMS:
+            raise ValueError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
+                             f"{', '.join(ADVANTAGE_NORMS)}")
+        self.advantage_norm = advantage_norm
         self.actor_critic = actor_critic
         self.clip_param = clip_param
         self.ppo_epoch = ppo_epoch
@@ -29,7 +43,8 @@ class PPO:
 
     def update(self, rollouts):
         advantages = rollouts.returns[:-1] - rollouts.value_preds[:-1]  # (T, N, 1)
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-5)
+        if self.advantage_norm == "batch":
+            advantages = standardize(advantages)
 
         # Sums over minibatches, kept as tensors so there is one device sync per update.
         totals = torch.zeros(5, device=advantages.device)
@@ -45,8 +60,9 @@ class PPO:
 
                 log_ratio = action_log_probs - b.old_action_log_probs
                 ratio = torch.exp(log_ratio)
-                surr1 = ratio * b.advantages
-                surr2 = torch.clamp(ratio, 1.0 - self.clip_param, 1.0 + self.clip_param) * b.advantages
+                adv = standardize(b.advantages) if self.advantage_norm == "minibatch" else b.advantages
+                surr1 = ratio * adv
+                surr2 = torch.clamp(ratio, 1.0 - self.clip_param, 1.0 + self.clip_param) * adv
                 action_loss = -torch.min(surr1, surr2).mean()
 
                 if self.use_clipped_value_loss:

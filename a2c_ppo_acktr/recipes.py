@@ -1,0 +1,106 @@
+"""Benchmark recipes: the ``main.py`` flags of each suite's envs, the original's and tuned ones.
+
+One place for ``scripts/benchmark.py`` and the commands in docs/results.md. A recipe holds every
+flag except ``--env-name``, ``--num-env-steps``, ``--seed`` and the output directories.
+``python -m a2c_ppo_acktr.recipes HalfCheetah-v5 tuned`` prints the full command.
+
+The tuned MuJoCo recipes translate rl-baselines3-zoo's tuned PPO hyper-parameters (hyperparams/
+ppo.yml, MuJoCo v3): one env, so the zoo's ``batch_size`` b of ``n_steps`` n is our
+``--num-mini-batch n/b``; SB3's loss (advantages standardized per minibatch, no value clipping);
+its ``policy_kwargs`` as ``--hidden-size``, ``--activation``, ``--log-std-init``, ``--init``.
+"""
+import argparse
+import shlex
+import sys
+
+RECIPES = ("original", "tuned")
+SUITES = {
+    "mujoco": ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"),
+    "atari": ("PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "SeaquestNoFrameskip-v4"),
+    "classic": ("CartPole-v1", "Acrobot-v1"),
+}
+BUDGETS = {"mujoco": 1_000_000, "atari": 10_000_000, "classic": 100_000}
+
+_PPO = "--algo ppo --use-gae --log-interval 1"
+ORIGINAL = {  # the original's README commands (classic: this project's CartPole quick start)
+    "mujoco": f"{_PPO} --num-steps 2048 --num-processes 1 --lr 3e-4 --entropy-coef 0 "
+              "--value-loss-coef 0.5 --ppo-epoch 10 --num-mini-batch 32 --gamma 0.99 "
+              "--gae-lambda 0.95 --use-linear-lr-decay --use-proper-time-limits",
+    "atari": f"{_PPO} --lr 2.5e-4 --clip-param 0.1 --value-loss-coef 0.5 --num-processes 8 "
+             "--num-steps 128 --num-mini-batch 4 --use-linear-lr-decay --entropy-coef 0.01",
+    "classic": f"{_PPO} --num-processes 8 --num-steps 32 --num-mini-batch 1 --ppo-epoch 20 "
+               "--gae-lambda 0.8 --entropy-coef 0 --lr 1e-3 --use-linear-lr-decay "
+               "--use-proper-time-limits",
+}
+
+_SB3_MUJOCO = (f"{_PPO} --num-processes 1 --use-proper-time-limits --advantage-norm minibatch "
+               "--no-clipped-value-loss")
+_BIG_RELU = "--hidden-size 256 --activation relu --log-std-init -2 --init default"
+TUNED = {
+    "HalfCheetah-v5": f"{_SB3_MUJOCO} {_BIG_RELU} --num-steps 512 --num-mini-batch 8 "
+                      "--ppo-epoch 20 --lr 2.0633e-5 --gamma 0.98 --gae-lambda 0.92 "
+                      "--clip-param 0.1 --entropy-coef 0.000401762 --value-loss-coef 0.58096 "
+                      "--max-grad-norm 0.8",
+    "Hopper-v5": f"{_SB3_MUJOCO} {_BIG_RELU} --num-steps 512 --num-mini-batch 16 --ppo-epoch 5 "
+                 "--lr 9.80828e-5 --gamma 0.999 --gae-lambda 0.99 --clip-param 0.2 "
+                 "--entropy-coef 0.00229519 --value-loss-coef 0.835671 --max-grad-norm 0.7",
+    "Walker2d-v5": f"{_SB3_MUJOCO} --num-steps 512 --num-mini-batch 16 --ppo-epoch 20 "
+                   "--lr 5.05041e-5 --gamma 0.99 --gae-lambda 0.95 --clip-param 0.1 "
+                   "--entropy-coef 0.000585045 --value-loss-coef 0.871923 --max-grad-norm 1",
+    # The zoo's Ant uses SB3's PPO defaults: the original's command with SB3's loss, constant lr.
+    "Ant-v5": f"{_SB3_MUJOCO} --num-steps 2048 --num-mini-batch 32 --ppo-epoch 10 --lr 3e-4 "
+              "--entropy-coef 0 --gamma 0.99 --gae-lambda 0.95",
+    "Humanoid-v5": f"{_SB3_MUJOCO} {_BIG_RELU} --num-steps 512 --num-mini-batch 2 --ppo-epoch 5 "
+                   "--lr 3.56987e-5 --gamma 0.95 --gae-lambda 0.9 --clip-param 0.3 "
+                   "--entropy-coef 0.00238306 --value-loss-coef 0.431892 --max-grad-norm 2",
+    # The zoo's Atari PPO is the original's command (it also decays the clip range).
+    **{env: ORIGINAL["atari"] for env in SUITES["atari"]},
+    "CartPole-v1": f"{_PPO} --num-processes 8 --num-steps 32 --num-mini-batch 1 --ppo-epoch 20 "
+                   "--gamma 0.98 --gae-lambda 0.8 --entropy-coef 0 --lr 1e-3 "
+                   "--use-linear-lr-decay --use-proper-time-limits",
+    "Acrobot-v1": f"{_PPO} --num-processes 16 --num-steps 256 --num-mini-batch 64 --ppo-epoch 4 "
+                  "--lr 3e-4 --gamma 0.99 --gae-lambda 0.94 --entropy-coef 0 "
+                  "--advantage-norm minibatch --no-clipped-value-loss --use-proper-time-limits",
+}
+
+
+def suite_of(env: str) -> str:
+    """The suite whose env list holds ``env``; ``KeyError`` for an env without recipes."""
+    for suite, envs in SUITES.items():
+        if env in envs:
+            return suite
+    raise KeyError(f"no recipes for {env!r}; known: {', '.join(e for v in SUITES.values() for e in v)}")
+
+
+def recipe(env: str, name: str) -> list[str]:
+    """``main.py`` flags of recipe ``name`` (original | tuned) for ``env``."""
+    if name not in RECIPES:
+        raise KeyError(f"unknown recipe {name!r}; choose one of: {', '.join(RECIPES)}")
+    suite = suite_of(env)
+    flags = ORIGINAL[suite] if name == "original" else TUNED[env]
+    return shlex.split(flags)
+
+
+def command(env: str, name: str, num_env_steps: int | None = None, seed: int = 1) -> list[str]:
+    """The full ``python main.py ...`` argv of one run (without output directories)."""
+    steps = BUDGETS[suite_of(env)] if num_env_steps is None else num_env_steps
+    return (["python", "main.py", "--env-name", env] + recipe(env, name)
+            + ["--num-env-steps", str(steps), "--seed", str(seed)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="print the main.py command of a recipe")
+    p.add_argument("env")
+    p.add_argument("recipe", nargs="?", default="tuned", choices=RECIPES)
+    p.add_argument("--num-env-steps", type=int, default=None)
+    args = p.parse_args(argv)
+    try:
+        print(shlex.join(command(args.env, args.recipe, args.num_env_steps)))
+    except KeyError as e:
+        print(f"recipes: error: {e.args[0]}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

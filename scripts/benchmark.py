@@ -1,0 +1,175 @@
+#!/usr/bin/env python
+"""Run a suite's recipes (a2c_ppo_acktr/recipes.py) over seeds and report the results table.
+
+Each run is ``main.py`` in a subprocess, under ``<out>/runs/<env>/<recipe>/seed<k>/`` (its
+``logs/``, ``models/`` and ``stdout.log``). The score of a run is the mean return of its last 10
+training episodes (what main.py's log line shows); a row gives the mean ± std of that over the
+seeds. Writes ``<out>/results.md`` (the table and the commands) and ``<out>/<env>.png`` (learning
+curves, seed band min-max, via plot.py), and prints each run's line and the table.
+
+    python scripts/benchmark.py --suite mujoco --env HalfCheetah-v5 --recipe tuned --seeds 1 \\
+        --num-env-steps 300000
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+import plot  # scripts/ is on sys.path when this file runs as a script
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAST_EPISODES = 10
+
+
+def _load_recipes():
+    """a2c_ppo_acktr/recipes.py (no imports of its own) by path: the repository root is not on
+    sys.path of a script in scripts/, and the package need not be installed."""
+    spec = importlib.util.spec_from_file_location(
+        "recipes", os.path.join(ROOT, "a2c_ppo_acktr", "recipes.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+recipes = _load_recipes()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--suite", choices=sorted(recipes.SUITES), required=True)
+    p.add_argument("--env", nargs="+", default=None,
+                   help="env ids of the suite (default: all of the suite's envs)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="(default: 1 2 3)")
+    p.add_argument("--num-env-steps", type=int, default=None,
+                   help="steps per run (default: the suite's budget: "
+                   + ", ".join(f"{s} {b:g}" for s, b in recipes.BUDGETS.items()) + ")")
+    p.add_argument("--recipe", nargs="+", choices=recipes.RECIPES, default=["tuned"],
+                   help="recipe(s) to run (default: tuned)")
+    p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1) // 2),
+                   help="runs at a time; each MuJoCo / classic run is mostly one busy core "
+                   "(default: half the cores)")
+    p.add_argument("--out", default="benchmark", help="output directory (default: benchmark)")
+    return p
+
+
+def run_one(env: str, name: str, seed: int, steps: int, out: str) -> dict:
+    """Train one run to completion; returns its result (``score`` None if it failed)."""
+    run_dir = os.path.join(out, "runs", env.replace("/", "_"), name, f"seed{seed}")
+    os.makedirs(run_dir, exist_ok=True)
+    argv = recipes.command(env, name, steps, seed)
+    argv = [sys.executable, os.path.join(ROOT, "main.py")] + argv[2:] + [
+        "--log-dir", os.path.join(run_dir, "logs"), "--save-dir", os.path.join(run_dir, "models"),
+        "--overwrite"]
+    # One intra-op thread per run: runs in parallel would otherwise contend for the cores.
+    env_vars = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    start = time.time()
+    with open(os.path.join(run_dir, "stdout.log"), "w") as log:
+        rc = subprocess.call(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env_vars)
+    result = {"env": env, "recipe": name, "seed": seed, "steps": steps, "rc": rc,
+              "wall": time.time() - start, "dir": run_dir, "score": None, "fps": None,
+              "curve": None}
+    monitor_dirs = sorted({os.path.dirname(f) for f in glob.glob(
+        os.path.join(run_dir, "logs", "**", "*.monitor.csv"), recursive=True)
+        if not os.path.dirname(f).endswith("_eval")})
+    if rc == 0 and len(monitor_dirs) == 1:
+        try:
+            result["curve"] = plot.load_run(monitor_dirs[0])
+        except plot.PlotError:
+            pass
+    if result["curve"] is not None:
+        result["score"] = float(np.mean(result["curve"][1][-LAST_EPISODES:]))
+    progress = glob.glob(os.path.join(run_dir, "logs", "**", "progress.csv"), recursive=True)
+    if progress:
+        with open(progress[0], newline="") as f:
+            rows = list(csv.DictReader(f))
+        if rows:
+            result["fps"] = float(rows[-1]["fps"])
+    return result
+
+
+def run_line(r: dict) -> str:
+    if r["score"] is None:
+        return (f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: FAILED (exit "
+                f"status {r['rc']}), see {os.path.join(r['dir'], 'stdout.log')}")
+    return (f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: mean of last "
+            f"{LAST_EPISODES} episodes {r['score']:.1f}, wall {r['wall'] / 60:.1f} min, "
+            f"{r['fps']:.0f} fps")
+
+
+def table(results: list[dict]) -> str:
+    lines = [f"| env | recipe | steps | seeds | last-{LAST_EPISODES} return, mean ± std over seeds "
+             "| per seed | wall time per run | fps |", "|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        if r["score"] is not None:
+            groups.setdefault((r["env"], r["recipe"], r["steps"]), []).append(r)
+    for (env, name, steps), rs in groups.items():
+        scores = np.array([r["score"] for r in rs])
+        spread = f" ± {scores.std():.0f}" if len(rs) > 1 else ""
+        lines.append(
+            f"| {env} | {name} | {steps:,} | {', '.join(str(r['seed']) for r in rs)} | "
+            f"{scores.mean():.0f}{spread} | {' / '.join(f'{s:.0f}' for s in scores)} | "
+            f"{np.mean([r['wall'] for r in rs]) / 60:.1f} min | "
+            f"{np.mean([r['fps'] for r in rs]):.0f} |")
+    return "\n".join(lines)
+
+
+def write_curves(results: list[dict], out: str) -> list[str]:
+    """One PNG per env: a mean curve per recipe with its seeds' min-max band."""
+    written = []
+    for env in dict.fromkeys(r["env"] for r in results):
+        curves = []
+        for name in dict.fromkeys(r["recipe"] for r in results if r["env"] == env):
+            runs = [r["curve"] for r in results
+                    if r["env"] == env and r["recipe"] == name and r["curve"] is not None]
+            if runs:
+                curves.append((name, len(runs), plot.aggregate(runs)))
+        if curves:
+            written.append(plot.plot_curves(curves, os.path.join(out, plot.env_filename(env)),
+                                            env))
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    envs = args.env or list(recipes.SUITES[args.suite])
+    unknown = [e for e in envs if e not in recipes.SUITES[args.suite]]
+    if unknown:
+        p.error(f"not in the {args.suite} suite: {', '.join(unknown)} (choose from "
+                f"{', '.join(recipes.SUITES[args.suite])})")
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    steps = args.num_env_steps or recipes.BUDGETS[args.suite]
+    out = os.path.abspath(args.out)
+    jobs = [(e, name, s) for e in envs for name in args.recipe for s in args.seeds]
+    results = []
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(run_one, e, name, s, steps, out) for e, name, s in jobs]
+        for f in futures:
+            results.append(f.result())
+            print(run_line(results[-1]), flush=True)
+    text = table(results)
+    commands = sorted({shlex.join(recipes.command(r["env"], r["recipe"], steps, r["seed"])[:-2])
+                       for r in results})
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(text + "\n\nCommands (plus `--seed <k>`):\n\n```bash\n"
+                + "\n".join(commands) + "\n```\n")
+    print(text)
+    for path in write_curves(results, out):
+        print(path)
+    return 0 if all(r["score"] is not None for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""scripts/benchmark.py end to end on a tiny budget, and the recipes it runs."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from a2c_ppo_acktr import recipes
+from a2c_ppo_acktr.arguments import get_args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
+
+
+@pytest.mark.parametrize("name", recipes.RECIPES)
+@pytest.mark.parametrize("env", ALL_ENVS)
+def test_every_recipe_is_a_valid_main_command(env, name):
+    argv = recipes.command(env, name)
+    assert argv[:4] == ["python", "main.py", "--env-name", env]
+    args = get_args(argv[2:])  # check_args would exit on a bad combination
+    assert args.num_env_steps == recipes.BUDGETS[recipes.suite_of(env)]
+
+
+def test_tuned_halfcheetah_is_the_zoo_translation():
+    args = get_args(recipes.recipe("HalfCheetah-v5", "tuned"))
+    # the zoo's batch_size 64 of n_steps 512 with one env: 8 minibatches
+    assert args.num_processes * args.num_steps // args.num_mini_batch == 64
+    assert (args.hidden_size, args.activation, args.log_std_init, args.init) == (
+        256, "relu", -2.0, "default")
+    assert args.advantage_norm == "minibatch" and args.no_clipped_value_loss
+
+
+def test_unknown_env_or_recipe():
+    with pytest.raises(KeyError, match="no recipes"):
+        recipes.recipe("Pendulum-v1", "tuned")
+    with pytest.raises(KeyError, match="unknown recipe"):
+        recipes.recipe("Hopper-v5", "best")
+
+
+def test_benchmark_end_to_end(tmp_path):
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
+         "--env", "CartPole-v1", "--seeds", "1", "2", "--num-env-steps", "2048", "--jobs", "2",
+         "--out", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    for seed in (1, 2):
+        assert re.search(rf"CartPole-v1 tuned 2048 steps seed {seed}: mean of last 10 episodes "
+                         r"[\d.]+, wall [\d.]+ min, \d+ fps", proc.stdout)
+    row = re.search(r"\| CartPole-v1 \| tuned \| 2,048 \| 1, 2 \| (\d+) ± (\d+) \| (\d+) / (\d+) \|",
+                    proc.stdout)
+    assert row, proc.stdout
+    mean, _, first, second = map(int, row.groups())
+    assert 9 <= mean <= 500 and abs(mean - (first + second) / 2) <= 1
+    assert row.group(0) in (out / "results.md").read_text()
+    png = out / "CartPole-v1.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_benchmark_refuses_env_outside_suite(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "mujoco",
+         "--env", "CartPole-v1", "--out", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "not in the mujoco suite" in proc.stderr
