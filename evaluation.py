@@ -11,10 +11,11 @@ def evaluate(actor_critic, obs_rms, env_name, seed, num_processes, eval_log_dir,
 
     ``obs_rms`` is the training normalizer's state (``VecNormalize.state_dict()``) or None for
     envs without one (images: the original crashed here on Atari). ``env_kwargs`` go to
-    ``gym.make``, as in training.
+    ``gym.make``, as in training. Atari episodes are whole games (no episodic life).
     """
     eval_envs = make_vec_envs(env_name, seed + num_processes, num_processes, None,
-                              eval_log_dir, device, True, env_kwargs=env_kwargs)
+                              eval_log_dir, device, True, env_kwargs=env_kwargs,
+                              episodic_life=False)
     vec_norm = get_vec_normalize(eval_envs)
     if vec_norm is not None:
         vec_norm.eval()
@@ -31,7 +32,7 @@ def evaluate(actor_critic, obs_rms, env_name, seed, num_processes, eval_log_dir,
                 _, action, _, rnn_hxs = actor_critic.act(obs, rnn_hxs, masks,
                                                          deterministic=deterministic)
             obs, _, terminated, truncated, infos = eval_envs.step(action)
-            masks = (~(terminated | truncated)).float().unsqueeze(1)
+            masks = (~(terminated | truncated)).float().unsqueeze(1).to(device)  # host flags
             for info in infos:
                 if "episode" in info:
                     episode_returns.append(float(info["episode"]["r"]))

@@ -10,7 +10,7 @@ import torch
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 
 ALGOS = ("a2c", "ppo", "acktr")
-VEC_ENVS = ("auto", "dummy", "shmem")
+VEC_ENVS = ("auto", "dummy", "shmem", "ale", "native")
 
 
 def _count(text):
@@ -82,7 +82,8 @@ def build_parser():
                    help="start a new run even if --save-dir / --log-dir hold one (replacing it)")
     p.add_argument("--vec-env", default="auto",
                    help="vectorization: " + " | ".join(VEC_ENVS)
-                   + " (auto: chosen per env from measurements, see envs.py)")
+                   + " (auto: ale for Atari ids, else chosen per env from measurements; see "
+                   "README, backends)")
     p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY=VALUE",
                    help="keyword arguments for gym.make, e.g. time_step_duration=0.02 "
                    "ep_max_length=200 (values: numbers, True/False, None, or text); saved in the "
