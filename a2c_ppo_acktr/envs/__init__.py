@@ -12,7 +12,7 @@ Layers, innermost first (``make_vec_envs`` builds the whole stack)::
     torch_vec.VecPyTorchFrameStack   frame stacking on ``device`` (images, or when asked; not ale)
 """
 from a2c_ppo_acktr.envs.ale import AleVecEnv
-from a2c_ppo_acktr.envs.make import VEC_ENV_KINDS, make_vec_envs
+from a2c_ppo_acktr.envs.make import VEC_ENV_KINDS, frame_channels, make_vec_envs
 from a2c_ppo_acktr.envs.native import NativeVecEnv
 from a2c_ppo_acktr.envs.normalize import (
     RunningMeanStd,
@@ -30,6 +30,6 @@ from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnvWrapper
 __all__ = [
     "VEC_ENV_KINDS", "AleVecEnv", "DummyVecEnv", "NativeVecEnv", "RunningMeanStd", "ShmemVecEnv",
     "VecEnvWrapper", "VecNormalize", "VecPyTorch", "VecPyTorchFrameStack", "check_env_kwargs",
-    "get_vec_normalize", "make_env", "make_vec_envs", "merge_normalizer", "normalizer_delta",
-    "normalizer_state", "to_device",
+    "frame_channels", "get_vec_normalize", "make_env", "make_vec_envs", "merge_normalizer",
+    "normalizer_delta", "normalizer_state", "to_device",
 ]

@@ -157,6 +157,7 @@ class AleVecEnv:
             self.close()
             raise
         self.observation_space = self._groups[0].ale.single_observation_space
+        self.frame_channels = 1 if frame_stack > 1 else None  # grayscale frames, stacked
         self.action_space = self._groups[0].ale.single_action_space
         self._size = size
         self.closed = False

@@ -94,3 +94,14 @@ def make_vec_envs(env_name, seed, num_processes, gamma, log_dir, device, allow_e
     elif len(envs.observation_space.shape) == 3:
         envs = VecPyTorchFrameStack(envs, 4, device)
     return envs
+
+
+def frame_channels(envs) -> int | None:
+    """Channels of one frame where ``envs`` (``make_vec_envs``'s) stack frames so that each
+    step's stack is the last one shifted by a frame plus the new one (zeros plus the new one
+    where an episode ended), else None. ``workers.pack_frames`` relies on exactly that."""
+    if isinstance(envs, VecPyTorchFrameStack):
+        return envs.shape_dim0 if envs.nstack > 1 else None
+    if isinstance(getattr(envs, "venv", None), AleVecEnv):
+        return envs.venv.frame_channels
+    return None
