@@ -10,7 +10,7 @@ import torch
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 
 ALGOS = ("a2c", "ppo", "acktr")
-VEC_ENVS = ("auto", "dummy", "shmem", "ale", "native")
+VEC_ENVS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 
 
 def _count(text):

@@ -8,7 +8,7 @@ from a2c_ppo_acktr.envs.single import _env_spec, _is_atari, check_env_kwargs, ma
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, _num_cpus
 
-VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "native")
+VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 _announced = set()
 
 
@@ -30,11 +30,14 @@ def _announce(env_name, kind):
         print(f"envs: {env_name} on --vec-env {kind} (auto)", flush=True)
 
 
-def _check_backend(kind, spec, env_name, render_mode):
-    if kind == "ale" and not _is_atari(spec):
-        raise ValueError(f"--vec-env ale runs Atari ids only, not {env_name}")
-    if kind == "ale" and not ale_vector_available():
-        raise ValueError("--vec-env ale needs ale-py >= 0.11 (AtariVectorEnv)")
+def _check_backend(kind, spec, env_name, render_mode, num_envs):
+    if kind.startswith("ale") and not _is_atari(spec):
+        raise ValueError(f"--vec-env {kind} runs Atari ids only, not {env_name}")
+    if kind.startswith("ale") and not ale_vector_available():
+        raise ValueError(f"--vec-env {kind} needs ale-py >= 0.11 (AtariVectorEnv)")
+    if kind == "ale-pipelined" and num_envs % 2:
+        raise ValueError(f"--vec-env ale-pipelined steps two halves: --num-processes {num_envs} "
+                         "is not even")
     if kind == "native" and not has_native(spec):
         raise ValueError(f"--vec-env native: {env_name} has no vector entry point")
     if render_mode is not None:
@@ -65,13 +68,13 @@ def make_vec_envs(env_name, seed, num_processes, gamma, log_dir, device, allow_e
         vec_env = _auto_vec_env(spec, num_processes, render_mode)
         if vec_env in ("ale", "native"):
             _announce(env_name, vec_env)
-    if vec_env in ("ale", "native"):
-        _check_backend(vec_env, spec, env_name, render_mode)
+    if vec_env in ("ale", "ale-pipelined", "native"):
+        _check_backend(vec_env, spec, env_name, render_mode, num_processes)
     elif env_kwargs:
         check_env_kwargs(env_name, env_kwargs)
 
-    if vec_env == "ale":
-        groups = 1
+    if vec_env.startswith("ale"):
+        groups = 2 if vec_env == "ale-pipelined" else 1
         envs = AleVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
                          env_kwargs, episodic_life, num_frame_stack or 4, groups,
                          threads=max(1, min(num_processes // groups, _num_cpus() // groups)))
@@ -87,7 +90,7 @@ def make_vec_envs(env_name, seed, num_processes, gamma, log_dir, device, allow_e
     if len(envs.observation_space.shape) == 1:
         envs = VecNormalize(envs, gamma=gamma) if gamma is not None else VecNormalize(envs, ret=False)
     envs = VecPyTorch(envs, device)
-    if vec_env == "ale":  # ALE stacked the frames already
+    if vec_env.startswith("ale"):  # ALE stacked the frames already
         return envs
     if num_frame_stack is not None:
         envs = VecPyTorchFrameStack(envs, num_frame_stack, device)
