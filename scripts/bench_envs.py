@@ -13,6 +13,9 @@ x num_envs), start-up time and the worker processes' summed peak RSS and PSS, re
     python scripts/bench_envs.py --env-ids PongNoFrameskip-v4 --impls stack_ale ale_alone
     python scripts/bench_envs.py --env-ids CartPole-v1 --impls stack_native stack_dummy
     python scripts/bench_envs.py --env-ids HalfCheetah-v5 Hopper-v5 --impls ours_shmem gym_async
+    # EnvPool (pip install envpool; cp311 wheels up to 1.2.5) in a venv of its own:
+    python -m venv venv-envpool && venv-envpool/bin/pip install -r requirements-dev.txt envpool
+    venv-envpool/bin/python scripts/bench_envs.py --env-ids Hopper-v5 --impls ours_shmem envpool
 
 ``bench_raw_stepping`` is importable (e.g. by scripts/bench_fps.py).
 """
@@ -50,6 +53,12 @@ def _ale_alone(env_id, env_fns):
     return AtariVectorEnv(num_envs=len(env_fns), **ale_kwargs(_env_spec(env_id))), None
 
 
+def _envpool(env_id, env_fns):
+    """EnvPool's own C++ envs (same-step autoreset is not one of its modes: numpy, its defaults)."""
+    import envpool  # a separate venv: scripts/bench_envs.py's docstring
+    return envpool.make_gymnasium(env_id, num_envs=len(env_fns)), None
+
+
 def _gym_async(env_id, env_fns):
     return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True,
                                      autoreset_mode=gym.vector.AutoresetMode.SAME_STEP), None
@@ -61,6 +70,7 @@ IMPLS = {
     "sb3_subproc": (lambda env_id, fns: (SB3SubprocVecEnv(fns), None),
                     lambda venv: [p.pid for p in venv.processes]),
     "gym_async": (_gym_async, lambda venv: [p.pid for p in venv.processes]),
+    "envpool": (_envpool, lambda venv: []),
     "ours_dummy": (lambda env_id, fns: (DummyVecEnv(fns), None), lambda venv: []),
     "sb3_dummy": (lambda env_id, fns: (SB3DummyVecEnv(fns), None), lambda venv: []),
     **{f"stack_{kind}": (_stack(kind), lambda venv: []) for kind in ("dummy", "shmem", "native")},
@@ -69,7 +79,7 @@ IMPLS = {
 }
 DEFAULT_IMPLS = ("ours_shmem", "sb3_subproc", "ours_dummy", "sb3_dummy")
 RATIOS = {"shmem/subproc": ("ours_shmem", "sb3_subproc"), "dummy/dummy": ("ours_dummy", "sb3_dummy"),
-          "shmem/gym-async": ("ours_shmem", "gym_async"),
+          "shmem/gym-async": ("ours_shmem", "gym_async"), "shmem/envpool": ("ours_shmem", "envpool"),
           "native/dummy (stacks)": ("stack_native", "stack_dummy"),
           "ale-stack/ALE-alone": ("stack_ale", "ale_alone")}
 

@@ -27,6 +27,7 @@ the two give the same episodes and scores once those resets are aligned.
 import numpy as np
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
+from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv
 from a2c_ppo_acktr.envs.single import _register_ale
 
 # gym.make kwargs of the ALE ids that AtariVectorEnv takes too, under the same names.
@@ -122,7 +123,7 @@ class _Group:
             self.valid[i] = 1
 
 
-class AleVecEnv:
+class AleVecEnv(BatchedVecEnv):
     """``num_envs`` copies of the ALE id ``env_id`` (vector-env contract of ``vec_env.py``).
 
     ``log_dir``: monitor files ``<first_rank + i>.monitor.csv`` (appended with
@@ -130,6 +131,8 @@ class AleVecEnv:
     life ends the learner's episode (training; evaluation plays whole games); ``groups``: blocks of
     envs that ``send``/``recv`` step separately. ``noop_max`` and ``fire_reset`` are ALE's reset.
     """
+
+    kind = "ale"
 
     def __init__(self, env_id: str, num_envs: int, seed: int, first_rank: int = 0,
                  log_dir: str | None = None, monitor_append: bool = False,
@@ -195,15 +198,6 @@ class AleVecEnv:
         obs, rewards, terminated, truncated, infos = zip(*parts)
         return (np.concatenate(obs), np.concatenate(rewards), np.concatenate(terminated),
                 np.concatenate(truncated), [info for block in infos for info in block])
-
-    def pause(self) -> None:
-        """Not a real-time env: nothing to hold still."""
-
-    def benchmarks(self) -> list:
-        return [None] * self.num_envs
-
-    def render(self):
-        raise ValueError("--vec-env ale does not render; enjoy.py uses --vec-env dummy")
 
     def close(self) -> None:
         for group in self._groups:

@@ -13,6 +13,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.vector import AutoresetMode
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
+from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv
 
 
 def _reset_cartpole(env: CartPoleVectorEnv, done: np.ndarray, obs: np.ndarray) -> None:
@@ -33,8 +34,10 @@ def has_native(spec) -> bool:
     return spec.vector_entry_point is not None
 
 
-class NativeVecEnv:
+class NativeVecEnv(BatchedVecEnv):
     """``num_envs`` envs of ``env_id`` in its vector entry point (contract of ``vec_env.py``)."""
+
+    kind = "native"
 
     def __init__(self, env_id: str, num_envs: int, seed: int, first_rank: int = 0,
                  log_dir: str | None = None, monitor_append: bool = False,
@@ -78,15 +81,6 @@ class NativeVecEnv:
                 for i in np.flatnonzero(info["_final_obs"]).tolist():
                     infos[i]["final_obs"] = info["final_obs"][i]
         return obs, np.asarray(rewards, np.float32), terminated, truncated, infos
-
-    def pause(self) -> None:
-        """Not a real-time env: nothing to hold still."""
-
-    def benchmarks(self) -> list:
-        return [None] * self.num_envs
-
-    def render(self):
-        raise ValueError("--vec-env native does not render; enjoy.py uses --vec-env dummy")
 
     def close(self) -> None:
         self.env.close()

@@ -109,6 +109,23 @@ class DummyVecEnv:
             env.close()
 
 
+class BatchedVecEnv:
+    """Base of the vector envs that step their whole batch in one call (``AleVecEnv``,
+    ``NativeVecEnv``) rather than gym envs one by one: none is real-time, none renders."""
+
+    kind = ""  # its --vec-env name
+    num_envs = 0
+
+    def pause(self):
+        """Not a real-time env: nothing to hold still."""
+
+    def benchmarks(self):
+        return [None] * self.num_envs
+
+    def render(self):
+        raise ValueError(f"--vec-env {self.kind} does not render; enjoy.py uses --vec-env dummy")
+
+
 class VecEnvWrapper:
     """Base of the wrappers below: what a wrapper does not change goes to ``self.venv``.
 
