@@ -14,7 +14,7 @@ from a2c_ppo_acktr.algo.ppo import ADVANTAGE_NORMS
 from a2c_ppo_acktr.model import ACTIVATIONS, INITS
 
 ALGOS = ("a2c", "ppo", "acktr")
-VEC_ENVS = ("auto", "dummy", "shmem")
+VEC_ENVS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 
 
 def _count(text):
@@ -93,7 +93,8 @@ def build_parser():
                    help="start a new run even if --save-dir / --log-dir hold one (replacing it)")
     p.add_argument("--vec-env", default="auto", metavar="{" + ",".join(VEC_ENVS) + "}",
                    help="vectorization: " + " | ".join(VEC_ENVS)
-                   + " (auto: chosen per env from measurements, see envs.py)")
+                   + " (auto: ale for Atari ids, else chosen per env from measurements; see "
+                   "README, backends)")
     p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY=VALUE",
                    help="keyword arguments for gym.make, e.g. time_step_duration=0.02 "
                    "ep_max_length=200 (values: numbers, True/False, None, or text); saved in the "

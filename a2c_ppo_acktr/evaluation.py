@@ -36,7 +36,7 @@ def run_episodes(policy: Policy, envs: VecEnvWrapper, num_episodes: int,
         with torch.inference_mode():
             _, action, _, rnn_hxs = policy.act(obs, rnn_hxs, masks, deterministic=deterministic)
         obs, reward, terminated, truncated, infos = envs.step(action)
-        masks = (~(terminated | truncated)).float().unsqueeze(1)
+        masks = (~(terminated | truncated)).float().unsqueeze(1).to(obs.device)  # host flags
         steps += 1
         if on_step is not None:
             on_step(action, reward, infos)
@@ -62,10 +62,11 @@ def evaluate(actor_critic: Policy, obs_rms: dict | None, env_name: str, seed: in
 
     ``obs_rms`` is the training normalizer's state (``freeze_normalization``), or None for envs
     without one (images: the original crashed here on Atari). ``env_kwargs`` go to ``gym.make``,
-    as in training.
+    as in training. Atari episodes are whole games (no episodic life).
     """
     eval_envs = make_vec_envs(env_name, seed + num_processes, num_processes, None,
-                              eval_log_dir, device, True, env_kwargs=env_kwargs)
+                              eval_log_dir, device, True, env_kwargs=env_kwargs,
+                              episodic_life=False)
     freeze_normalization(eval_envs, obs_rms)
     try:
         episode_returns = run_episodes(actor_critic, eval_envs, num_episodes, deterministic)

@@ -32,11 +32,23 @@ class _StoppableEnvs(VecEnvWrapper):
     def __init__(self, venv, stop):
         super().__init__(venv)
         self._stop = stop
+        self.num_groups = getattr(venv, "num_groups", 1)
 
     def step(self, actions):
         if self._stop.is_set():
             raise _Stopped
         return self.venv.step(actions)
+
+    def send(self, actions, group=0):
+        if self._stop.is_set():
+            raise _Stopped
+        self.venv.send(actions, group)
+
+    def recv(self, group=0):
+        return self.venv.recv(group)
+
+    def group_slice(self, group):
+        return self.venv.group_slice(group)
 
 
 class RolloutInfo(NamedTuple):

@@ -58,22 +58,29 @@ class RolloutStorage:
         return self
 
     def insert(self, obs, recurrent_hidden_states, actions, action_log_probs, value_preds,
-               rewards, masks, bad_masks, bootstrap_values=None):
-        """Store one step: ``obs``/``masks`` are those *after* the action (slot step+1)."""
-        s = self.step
-        self.obs[s + 1].copy_(obs)
-        self.recurrent_hidden_states[s + 1].copy_(recurrent_hidden_states)
-        self.actions[s].copy_(actions)
-        self.action_log_probs[s].copy_(action_log_probs)
-        self.value_preds[s].copy_(value_preds)
-        self.rewards[s].copy_(rewards)
-        self.masks[s + 1].copy_(masks)
-        self.bad_masks[s + 1].copy_(bad_masks)
+               rewards, masks, bad_masks, bootstrap_values=None, columns=slice(None),
+               advance=True):
+        """Store one step: ``obs``/``masks`` are those *after* the action (slot step+1).
+
+        ``columns`` (a slice of envs) stores one group's part of the step (a pipelined
+        collector); ``advance=False`` keeps the step for the other groups' parts. The copies
+        run on the storage's device without waiting for it.
+        """
+        s, c = self.step, columns
+        self.obs[s + 1, c].copy_(obs)
+        self.recurrent_hidden_states[s + 1, c].copy_(recurrent_hidden_states)
+        self.actions[s, c].copy_(actions)
+        self.action_log_probs[s, c].copy_(action_log_probs)
+        self.value_preds[s, c].copy_(value_preds)
+        self.rewards[s, c].copy_(rewards)
+        self.masks[s + 1, c].copy_(masks)
+        self.bad_masks[s + 1, c].copy_(bad_masks)
         if bootstrap_values is None:
-            self.bootstrap_values[s].zero_()
+            self.bootstrap_values[s, c].zero_()
         else:
-            self.bootstrap_values[s].copy_(bootstrap_values)
-        self.step = (s + 1) % self.num_steps
+            self.bootstrap_values[s, c].copy_(bootstrap_values)
+        if advance:
+            self.step = (s + 1) % self.num_steps
 
     def after_update(self, next_rollouts=None):
         """The last state of this rollout is the first of the next, held in ``next_rollouts``

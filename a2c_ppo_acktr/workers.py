@@ -36,8 +36,8 @@ import torch
 from a2c_ppo_acktr.checkpoint import run_paths
 from a2c_ppo_acktr.envs import (
     VecNormalize,
-    VecPyTorchFrameStack,
     check_env_kwargs,
+    frame_channels,
     get_vec_normalize,
     make_env,
     make_vec_envs,
@@ -128,8 +128,7 @@ class RolloutWorker:
         out = {name: getattr(self.rollouts, name).clone() for name in FIELDS}
         if self.args.check_rollouts:
             out["checksums"] = checksums(out)
-        stack = self.envs if isinstance(self.envs, VecPyTorchFrameStack) else None
-        pack_frames(out, stack.shape_dim0 if stack is not None and stack.nstack > 1 else None)
+        pack_frames(out, frame_channels(self.envs))
         out.update(episode_rewards=episode_rewards, timeouts=list(self.timeouts),
                    benchmarks=self.envs.benchmarks(),
                    version=snapshot["version"],
@@ -144,8 +143,9 @@ def pack_frames(rollout, channels):
     """Frame stacks -> the first stack and each step's new frame only (in place; None: no stack).
 
     Step t + 1's stack is step t's shifted by one frame plus the new one, or zeros plus the new one
-    where an episode ended (masks[t + 1] = 0), as ``VecPyTorchFrameStack`` builds it; so 4 stacked
-    Atari frames cross the network as 1 (tmrl's sample compression).
+    where an episode ended (masks[t + 1] = 0), as ``VecPyTorchFrameStack`` and ``AleVecEnv`` build
+    it (``envs.frame_channels``); so 4 stacked Atari frames cross the network as 1 (tmrl's sample
+    compression).
     """
     if channels is None:
         return

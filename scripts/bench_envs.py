@@ -1,13 +1,21 @@
-"""Raw random-action stepping throughput of our vector envs against stable-baselines3's.
+"""Random-action stepping throughput of our vector envs against others', on the same actions.
 
-Compares, on the same env thunks (``a2c_ppo_acktr.envs.make_env``) and the same pre-sampled
-actions, ours ``ShmemVecEnv`` vs SB3 ``SubprocVecEnv`` (its default start method) and ours
-``DummyVecEnv`` vs SB3 ``DummyVecEnv``, in alternating rounds (the machine's speed drifts).
-Reports the median steps/s (env steps, i.e. vector steps x num_envs), start-up time and the
-worker processes' summed peak RSS and PSS, read from /proc.
+Raw vector envs (numpy in, numpy out), on the same env thunks (``a2c_ppo_acktr.envs.make_env``):
+ours ``ShmemVecEnv`` vs SB3 ``SubprocVecEnv`` (its default start method) and gymnasium's
+``AsyncVectorEnv`` (shared memory), ours ``DummyVecEnv`` vs SB3 ``DummyVecEnv``. Whole stacks
+(``make_vec_envs``: backend, VecNormalize for vector observations, torch tensors out, torch
+actions in): ``stack_<kind>`` for each ``--vec-env`` kind, and ``ale_alone``, ALE's
+``AtariVectorEnv`` by itself with the same preprocessing (numpy, its defaults). Rounds alternate
+the impls (the machine's speed drifts). Reports the median steps/s (env steps, i.e. vector steps
+x num_envs), start-up time and the worker processes' summed peak RSS and PSS, read from /proc.
 
     python scripts/bench_envs.py                       # CartPole-v1 and HalfCheetah-v5, 8 envs
-    python scripts/bench_envs.py --env-ids PongNoFrameskip-v4 --num-envs 4
+    python scripts/bench_envs.py --env-ids PongNoFrameskip-v4 --impls stack_ale ale_alone
+    python scripts/bench_envs.py --env-ids CartPole-v1 --impls stack_native stack_dummy
+    python scripts/bench_envs.py --env-ids HalfCheetah-v5 Hopper-v5 --impls ours_shmem gym_async
+    # EnvPool (pip install envpool; cp311 wheels up to 1.2.5) in a venv of its own:
+    python -m venv venv-envpool && venv-envpool/bin/pip install -r requirements-dev.txt envpool
+    venv-envpool/bin/python scripts/bench_envs.py --env-ids Hopper-v5 --impls ours_shmem envpool
 
 ``scripts/bench_fps.py`` runs it for its case (e).
 """
@@ -17,20 +25,60 @@ import os
 import statistics
 import time
 
+import gymnasium as gym
 import numpy as np
+import torch
 from stable_baselines3.common.vec_env import DummyVecEnv as SB3DummyVecEnv
 from stable_baselines3.common.vec_env import SubprocVecEnv as SB3SubprocVecEnv
 
-from a2c_ppo_acktr.envs import DummyVecEnv, ShmemVecEnv, make_env
+from a2c_ppo_acktr.envs import DummyVecEnv, ShmemVecEnv, make_env, make_vec_envs
 
-# name -> (constructor, worker pids of an instance)
+
+def _stack(kind):
+    """The full ``make_vec_envs`` stack with backend ``kind``: torch actions in."""
+    def make(env_id, env_fns):
+        venv = make_vec_envs(env_id, 0, len(env_fns), 0.99, None, "cpu", False, vec_env=kind)
+        return venv, lambda a: torch.from_numpy(a.reshape(len(env_fns), -1))
+    return make
+
+
+def _ale_alone(env_id, env_fns):
+    from ale_py.vector_env import AtariVectorEnv
+
+    from a2c_ppo_acktr.envs.ale import ale_kwargs
+    from a2c_ppo_acktr.envs.single import _env_spec
+    return AtariVectorEnv(num_envs=len(env_fns), **ale_kwargs(_env_spec(env_id))), None
+
+
+def _envpool(env_id, env_fns):
+    """EnvPool's own C++ envs (same-step autoreset is not one of its modes: numpy, its defaults)."""
+    import envpool  # a separate venv: scripts/bench_envs.py's docstring
+    return envpool.make_gymnasium(env_id, num_envs=len(env_fns)), None
+
+
+def _gym_async(env_id, env_fns):
+    return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True,
+                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP), None
+
+
+# name -> (constructor (env_id, env_fns) -> (venv, action converter or None), worker pids)
 IMPLS = {
-    "ours_shmem": (ShmemVecEnv, lambda venv: venv.pids),
-    "sb3_subproc": (SB3SubprocVecEnv, lambda venv: [p.pid for p in venv.processes]),
-    "ours_dummy": (DummyVecEnv, lambda venv: []),
-    "sb3_dummy": (SB3DummyVecEnv, lambda venv: []),
+    "ours_shmem": (lambda env_id, fns: (ShmemVecEnv(fns), None), lambda venv: venv.pids),
+    "sb3_subproc": (lambda env_id, fns: (SB3SubprocVecEnv(fns), None),
+                    lambda venv: [p.pid for p in venv.processes]),
+    "gym_async": (_gym_async, lambda venv: [p.pid for p in venv.processes]),
+    "envpool": (_envpool, lambda venv: []),
+    "ours_dummy": (lambda env_id, fns: (DummyVecEnv(fns), None), lambda venv: []),
+    "sb3_dummy": (lambda env_id, fns: (SB3DummyVecEnv(fns), None), lambda venv: []),
+    **{f"stack_{kind}": (_stack(kind), lambda venv: []) for kind in ("dummy", "shmem", "native")},
+    "stack_ale": (_stack("ale"), lambda venv: []),
+    "ale_alone": (_ale_alone, lambda venv: []),
 }
-RATIOS = {"shmem/subproc": ("ours_shmem", "sb3_subproc"), "dummy/dummy": ("ours_dummy", "sb3_dummy")}
+DEFAULT_IMPLS = ("ours_shmem", "sb3_subproc", "ours_dummy", "sb3_dummy")
+RATIOS = {"shmem/subproc": ("ours_shmem", "sb3_subproc"), "dummy/dummy": ("ours_dummy", "sb3_dummy"),
+          "shmem/gym-async": ("ours_shmem", "gym_async"), "shmem/envpool": ("ours_shmem", "envpool"),
+          "native/dummy (stacks)": ("stack_native", "stack_dummy"),
+          "ale-stack/ALE-alone": ("stack_ale", "ale_alone")}
 
 
 def _proc_kib(path, key):
@@ -53,12 +101,14 @@ def _workers_memory_mib(pids):
     return peak / 1024, pss / 1024
 
 
-def _run_once(impl, env_fns, actions, warmup):
+def _run_once(impl, env_id, env_fns, actions, warmup):
     make, pids = IMPLS[impl]
     t0 = time.perf_counter()
-    venv = make(env_fns)
+    venv, convert = make(env_id, env_fns)
     venv.reset()
     startup = time.perf_counter() - t0
+    if convert is not None:  # converted before the clock starts: the caller's tensors
+        actions = [convert(a) for a in actions]
     try:
         for a in actions[:warmup]:
             venv.step(a)
@@ -73,12 +123,13 @@ def _run_once(impl, env_fns, actions, warmup):
             "workers_peak_rss_mib": peak, "workers_pss_mib": pss}
 
 
-def bench_raw_stepping(env_id, num_envs=8, steps=2000, rounds=3, impls=tuple(IMPLS), warmup=50):
+def bench_raw_stepping(env_id, num_envs=8, steps=2000, rounds=3, impls=DEFAULT_IMPLS, warmup=50):
     """Random-action stepping of ``num_envs`` copies of ``env_id``, ``steps`` vector steps per run.
 
     Returns ``{"env_id", "num_envs", "steps", "rounds", "results": {impl: {"steps_per_s",
     "steps_per_s_all", "startup_s", "workers_peak_rss_mib", "workers_pss_mib"}}, "ratios":
-    {"shmem/subproc", "dummy/dummy"}}`` with medians over the rounds (ratios of the medians).
+    {name: ratio}}`` with medians over the rounds (ratios of the medians, ``RATIOS`` whose two
+    impls ran).
     """
     env_fns = [make_env(env_id, 0, rank, None, True) for rank in range(num_envs)]
     probe = env_fns[0]()
@@ -89,7 +140,7 @@ def bench_raw_stepping(env_id, num_envs=8, steps=2000, rounds=3, impls=tuple(IMP
     runs = {impl: [] for impl in impls}
     for _ in range(rounds):
         for impl in impls:  # alternate, so slow drifts of the machine hit every impl alike
-            runs[impl].append(_run_once(impl, env_fns, actions, warmup))
+            runs[impl].append(_run_once(impl, env_id, env_fns, actions, warmup))
     results = {}
     for impl, rs in runs.items():
         results[impl] = {key: statistics.median(r[key] for r in rs) for key in rs[0]}
@@ -111,7 +162,7 @@ def print_report(report):
         print(f"  {impl:<12} {r['steps_per_s']:>9.0f}  {str(r['steps_per_s_all']):<24} "
               f"{r['startup_s']:>9.2f} {rss:>12} {pss:>8}")
     for name, ratio in report["ratios"].items():
-        print(f"  ours/SB3 {name}: {ratio:.2f}x")
+        print(f"  {name}: {ratio:.2f}x")
 
 
 def main(argv=None):
@@ -120,7 +171,7 @@ def main(argv=None):
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--steps", type=int, default=2000, help="timed vector steps per run")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=list(IMPLS))
+    parser.add_argument("--impls", nargs="+", default=list(DEFAULT_IMPLS), choices=list(IMPLS))
     parser.add_argument("--json", help="also write the reports to this file")
     args = parser.parse_args(argv)
     reports = []

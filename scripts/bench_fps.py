@@ -161,7 +161,8 @@ def main(argv=None):
                    help="one alternating round (ours, SB3) per seed")
     p.add_argument("--against", choices=["sb3", "async"], default="sb3",
                    help="compare ours with SB3 (default) or with ours under --async-rollouts")
-    p.add_argument("--vec-env", choices=["dummy", "shmem"], default=None,
+    p.add_argument("--vec-env", choices=["dummy", "shmem", "ale", "ale-pipelined", "native"],
+                   default=None,
                    help="our --vec-env (default: auto)")
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--one", nargs=2, metavar=("IMPL", "CASE"), help=argparse.SUPPRESS)

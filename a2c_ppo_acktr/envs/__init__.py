@@ -3,13 +3,17 @@
 Layers, innermost first (``make_vec_envs`` builds the whole stack)::
 
     single.make_env          gym env + Monitor (+ DeepMind Atari wrappers, CHW images, seeding)
-    vec_env.DummyVecEnv /    numpy batch of N envs with same-step autoreset
+    vec_env.DummyVecEnv /    numpy batch of N envs with same-step autoreset (classic stack)
     shmem.ShmemVecEnv
+    ale.AleVecEnv            or: Atari in ALE's C++ vector env, frames stacked there
+    native.NativeVecEnv      or: an id's own vector entry point (CartPole)
     normalize.VecNormalize   running obs / discounted-return normalization (vector obs only)
     torch_vec.VecPyTorch     numpy <-> torch on ``device``
-    torch_vec.VecPyTorchFrameStack   frame stacking on ``device`` (images, or when asked)
+    torch_vec.VecPyTorchFrameStack   frame stacking on ``device`` (images, or when asked; not ale)
 """
-from a2c_ppo_acktr.envs.make import VEC_ENV_KINDS, make_vec_envs
+from a2c_ppo_acktr.envs.ale import AleVecEnv
+from a2c_ppo_acktr.envs.make import VEC_ENV_KINDS, frame_channels, make_vec_envs
+from a2c_ppo_acktr.envs.native import NativeVecEnv
 from a2c_ppo_acktr.envs.normalize import (
     RunningMeanStd,
     VecNormalize,
@@ -20,11 +24,12 @@ from a2c_ppo_acktr.envs.normalize import (
 )
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.single import check_env_kwargs, make_env
-from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
+from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack, to_device
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnvWrapper
 
 __all__ = [
-    "VEC_ENV_KINDS", "DummyVecEnv", "RunningMeanStd", "ShmemVecEnv", "VecEnvWrapper",
-    "VecNormalize", "VecPyTorch", "VecPyTorchFrameStack", "check_env_kwargs", "get_vec_normalize",
-    "make_env", "make_vec_envs", "merge_normalizer", "normalizer_delta", "normalizer_state",
+    "VEC_ENV_KINDS", "AleVecEnv", "DummyVecEnv", "NativeVecEnv", "RunningMeanStd", "ShmemVecEnv",
+    "VecEnvWrapper", "VecNormalize", "VecPyTorch", "VecPyTorchFrameStack", "check_env_kwargs",
+    "frame_channels", "get_vec_normalize", "make_env", "make_vec_envs", "merge_normalizer",
+    "normalizer_delta", "normalizer_state", "to_device",
 ]

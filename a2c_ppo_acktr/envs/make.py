@@ -1,55 +1,110 @@
-"""``make_vec_envs``: the one entry point that builds the whole env stack."""
+"""``make_vec_envs``: the one entry point that builds the whole env stack, and the choice of
+vector-env backend (``auto``)."""
+from a2c_ppo_acktr.envs.ale import AleVecEnv, ale_vector_available
+from a2c_ppo_acktr.envs.native import NativeVecEnv, has_native
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
-from a2c_ppo_acktr.envs.single import _env_spec, check_env_kwargs, make_env
+from a2c_ppo_acktr.envs.single import _env_spec, _is_atari, check_env_kwargs, make_env
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, _num_cpus
 
-VEC_ENV_KINDS = ("auto", "dummy", "shmem")
+VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
+_announced = set()
 
 
-def _auto_vec_env(spec, num_envs):
-    # scripts/bench_envs.py, 8 envs, random actions, env steps/s (median of 3 alternating rounds)
-    # on the 2-vCPU dev VM:
-    #   CartPole-v1         dummy 92k    shmem 29k    (SB3 DummyVecEnv 65k, SubprocVecEnv 6.3k)
-    #   HalfCheetah-v5      dummy 14k    shmem 9.2k   (SB3 DummyVecEnv 9.0k, SubprocVecEnv 3.7k)
-    #   Hopper-v5           dummy 5.2k   shmem 4.2k
-    #   PongNoFrameskip-v4  dummy 1.5k   shmem 1.4k
-    # Two vCPUs there give little parallel speed-up and cross-CPU wake-ups are slow, so dummy
-    # wins everywhere. Subprocesses can only pay off when 3+ CPUs step envs far costlier than a
-    # pipe round trip (~40 us): Atari, MuJoCo, not classic control / toy text (~5 us a step).
+def _auto_vec_env(spec, num_envs, render_mode):
+    """The backend ``auto`` picks; docs/benchmarks.md has the measurements behind it."""
+    if render_mode is None and _is_atari(spec) and ale_vector_available():
+        return "ale"
+    # Subprocesses only pay off when 3+ CPUs step envs far costlier than a pipe round trip
+    # (~40 us): Atari, MuJoCo, not classic control / toy text (~5 us a step).
     cheap = str(spec.entry_point).startswith(("gymnasium.envs.classic_control",
                                               "gymnasium.envs.toy_text"))
     return "shmem" if num_envs > 1 and not cheap and _num_cpus() > 2 else "dummy"
 
 
+def _announce(env_name, kind):
+    """One line, once per process, when ``auto`` leaves the classic per-env stack."""
+    if (env_name, kind) not in _announced:
+        _announced.add((env_name, kind))
+        print(f"envs: {env_name} on --vec-env {kind} (auto)", flush=True)
+
+
+def _check_backend(kind, spec, env_name, render_mode, num_envs):
+    if kind.startswith("ale") and not _is_atari(spec):
+        raise ValueError(f"--vec-env {kind} runs Atari ids only, not {env_name}")
+    if kind.startswith("ale") and not ale_vector_available():
+        raise ValueError(f"--vec-env {kind} needs ale-py >= 0.11 (AtariVectorEnv)")
+    if kind == "ale-pipelined" and num_envs % 2:
+        raise ValueError(f"--vec-env ale-pipelined steps two halves: --num-processes {num_envs} "
+                         "is not even")
+    if kind == "native" and not has_native(spec):
+        raise ValueError(f"--vec-env native: {env_name} has no vector entry point")
+    if render_mode is not None:
+        raise ValueError(f"--vec-env {kind} does not render; use --vec-env dummy")
+
+
 def make_vec_envs(env_name, seed, num_processes, gamma, log_dir, device, allow_early_resets,
                   num_frame_stack=None, vec_env="auto", render_mode=None, monitor_append=False,
-                  num_workers=None, env_kwargs=None, first_rank=0):
-    """Build the full stack: N envs -> Dummy/ShmemVecEnv -> VecNormalize (vector obs) -> VecPyTorch
+                  num_workers=None, env_kwargs=None, first_rank=0, episodic_life=True):
+    """Build the full stack: N envs -> backend -> VecNormalize (vector obs) -> VecPyTorch
     -> VecPyTorchFrameStack (images: ``num_frame_stack`` or 4; vectors: only if given).
+
+    Backends (``vec_env``): ``dummy`` / ``shmem`` step the classic per-env stack
+    (``single.make_env``) in this process / in worker processes; ``ale`` runs Atari ids in ALE's
+    C++ vector env, frame stack included (``ale.AleVecEnv``); ``native`` an id's own vector entry
+    point (``native.NativeVecEnv``); ``auto`` picks one (``_auto_vec_env``).
 
     ``env_kwargs`` go to ``gym.make`` (e.g. a real-time env's config). Env i has rank
     ``first_rank + i``: seed ``seed + rank``, monitor file ``<rank>.monitor.csv``. Ray workers and
     DDP ranks offset it so that their envs and files are those of one big run.
+    ``episodic_life=False`` (evaluation) makes a lost life no episode end for ``ale``; the classic
+    Atari stack always ends the learner's episode there.
     """
     if vec_env not in VEC_ENV_KINDS:
         raise ValueError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
     spec = _env_spec(env_name)
-    if env_kwargs:
-        check_env_kwargs(env_name, env_kwargs)
-    env_fns = [make_env(env_name, seed, first_rank + i, log_dir, allow_early_resets, render_mode,
-                        monitor_append, env_kwargs)
-               for i in range(num_processes)]
     if vec_env == "auto":
-        vec_env = _auto_vec_env(spec, num_processes)
-    envs = ShmemVecEnv(env_fns, num_workers) if vec_env == "shmem" else DummyVecEnv(env_fns)
+        vec_env = _auto_vec_env(spec, num_processes, render_mode)
+        if vec_env in ("ale", "native"):
+            _announce(env_name, vec_env)
+    if vec_env in ("ale", "ale-pipelined", "native"):
+        _check_backend(vec_env, spec, env_name, render_mode, num_processes)
+    elif env_kwargs:
+        check_env_kwargs(env_name, env_kwargs)
+
+    if vec_env.startswith("ale"):
+        groups = 2 if vec_env == "ale-pipelined" else 1
+        envs = AleVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
+                         env_kwargs, episodic_life, num_frame_stack or 4, groups,
+                         threads=max(1, min(num_processes // groups, _num_cpus() // groups)))
+    elif vec_env == "native":
+        envs = NativeVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
+                            env_kwargs)
+    else:
+        env_fns = [make_env(env_name, seed, first_rank + i, log_dir, allow_early_resets,
+                            render_mode, monitor_append, env_kwargs)
+                   for i in range(num_processes)]
+        envs = ShmemVecEnv(env_fns, num_workers) if vec_env == "shmem" else DummyVecEnv(env_fns)
 
     if len(envs.observation_space.shape) == 1:
         envs = VecNormalize(envs, gamma=gamma) if gamma is not None else VecNormalize(envs, ret=False)
     envs = VecPyTorch(envs, device)
+    if vec_env.startswith("ale"):  # ALE stacked the frames already
+        return envs
     if num_frame_stack is not None:
         envs = VecPyTorchFrameStack(envs, num_frame_stack, device)
     elif len(envs.observation_space.shape) == 3:
         envs = VecPyTorchFrameStack(envs, 4, device)
     return envs
+
+
+def frame_channels(envs) -> int | None:
+    """Channels of one frame where ``envs`` (``make_vec_envs``'s) stack frames so that each
+    step's stack is the last one shifted by a frame plus the new one (zeros plus the new one
+    where an episode ended), else None. ``workers.pack_frames`` relies on exactly that."""
+    if isinstance(envs, VecPyTorchFrameStack):
+        return envs.shape_dim0 if envs.nstack > 1 else None
+    if isinstance(getattr(envs, "venv", None), AleVecEnv):
+        return envs.venv.frame_channels
+    return None

@@ -5,46 +5,74 @@ from gymnasium import spaces
 
 from a2c_ppo_acktr.envs.vec_env import VecEnvWrapper
 
+def to_device(array, device: torch.device) -> torch.Tensor:
+    """numpy -> tensor on ``device``. On the CPU no copy at all; on CUDA through pinned memory
+    and asynchronously (``non_blocking``): a copy from pageable memory would wait for the GPU
+    to finish its queued work first. The pinned block comes from torch's caching host
+    allocator, which does not hand it out again before the copy has completed."""
+    t = torch.from_numpy(np.asarray(array))
+    if device.type == "cpu":
+        return t
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 class VecPyTorch(VecEnvWrapper):
     """numpy vector env -> torch tensors on ``device``.
 
-    Observations: uint8 for images (the CNN scales them), float32 otherwise. ``step`` returns
-    obs (N, *obs_shape), reward (N, 1) float32, terminated (N,) bool, truncated (N,) bool, infos
-    (``final_obs`` converted to a tensor on ``device`` too).
+    Observations: uint8 for images (the CNN scales them on ``device``), float32 otherwise; they
+    and the rewards cross to the device once per step without waiting for it (``to_device``).
+    ``step`` returns obs (N, *obs_shape), reward (N, 1) float32, terminated (N,) bool, truncated
+    (N,) bool, infos (``final_obs`` converted to a tensor on ``device`` too). The flags stay on
+    the host (CPU tensors): the collector turns them into masks there, with no device sync.
+    ``send``/``recv`` step one group of a grouped env (``num_groups`` > 1, e.g. ``AleVecEnv``).
     """
 
     def __init__(self, venv, device):
         super().__init__(venv)
         self.device = torch.device(device)
-        self._on_cpu = self.device.type == "cpu"  # then from_numpy is all: no copy, no .to()
+        self.num_groups = getattr(venv, "num_groups", 1)
         self._squeeze_actions = isinstance(self.action_space, spaces.Discrete)
         # The Gaussian policy is unbounded; the env gets its sample clipped to the Box (MuJoCo's
         # control cost would otherwise charge for the excess), while the rollout keeps the
         # unclipped sample so that its log-probability stays exact (as SB3 and CleanRL do).
         self._clip = isinstance(self.action_space, spaces.Box)
 
-    def _to_torch(self, array, keep_dtype=False):
-        t = torch.from_numpy(np.asarray(array))  # no copy on the CPU
-        if not keep_dtype and t.dtype not in (torch.uint8, torch.float32):
-            t = t.float()
-        return t if self._on_cpu else t.to(self.device, non_blocking=True)
+    def _to_torch(self, array):
+        t = to_device(array, self.device)
+        return t if t.dtype in (torch.uint8, torch.float32) else t.float()
 
     def reset(self):
         return self._to_torch(self.venv.reset())
 
-    def step(self, actions):
-        actions = actions.cpu().numpy()
+    def _actions(self, actions):
+        actions = actions.cpu().numpy()  # the step's one wait for the device
         if self._squeeze_actions and actions.ndim == 2:
             actions = actions.reshape(-1)  # (N, 1) long -> (N,)
         if self._clip:  # a fresh array: the env may keep it
             actions = np.minimum(np.maximum(actions, self.action_space.low), self.action_space.high)
-        obs, reward, terminated, truncated, infos = self.venv.step(actions)
+        return actions
+
+    def _results(self, obs, reward, terminated, truncated, infos):
         for info in infos:
             if "final_obs" in info:
                 info["final_obs"] = self._to_torch(info["final_obs"])
         reward = np.asarray(reward, np.float32).reshape(-1, 1)  # (N, 1)
-        return (self._to_torch(obs), self._to_torch(reward), self._to_torch(terminated, True),
-                self._to_torch(truncated, True), infos)
+        return (self._to_torch(obs), self._to_torch(reward), torch.from_numpy(terminated),
+                torch.from_numpy(truncated), infos)
+
+    def step(self, actions):
+        return self._results(*self.venv.step(self._actions(actions)))
+
+    def send(self, actions, group=0):
+        self.venv.send(self._actions(actions), group)
+
+    def recv(self, group=0):
+        return self._results(*self.venv.recv(group))
+
+    def group_slice(self, group):
+        return self.venv.group_slice(group)
 
 
 class VecPyTorchFrameStack(VecEnvWrapper):

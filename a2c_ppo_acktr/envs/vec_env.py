@@ -3,6 +3,12 @@
 A vector env of N envs has ``num_envs``, ``observation_space`` and ``action_space`` (of one env)
 and ``reset() -> obs (N, *obs_shape)``, ``step(actions) -> obs, rewards (N,) f32, terminated (N,),
 truncated (N,), infos`` (numpy), ``pause()``, ``benchmarks()``, ``render()``, ``close()``.
+``infos[i]["episode"] = {"r", "l", "t"}`` (raw return, length, time) where env i's episode ended,
+as SB3's ``Monitor`` sets it.
+
+Optional grouping: an env with ``num_groups`` G > 1 (default 1) also steps its envs in G blocks,
+``send(actions, g)`` starting block g's step and ``recv(g)`` returning its results (the rows of
+``group_slice(g)``), so that a collector can act on one block while another steps.
 
 Autoreset is *same-step*: when env i terminates or truncates, its real last observation goes to
 ``infos[i]["final_obs"]``, the env is reset at once and the returned ``obs[i]`` is the first
@@ -103,8 +109,30 @@ class DummyVecEnv:
             env.close()
 
 
+class BatchedVecEnv:
+    """Base of the vector envs that step their whole batch in one call (``AleVecEnv``,
+    ``NativeVecEnv``) rather than gym envs one by one: none is real-time, none renders."""
+
+    kind = ""  # its --vec-env name
+    num_envs = 0
+
+    def pause(self):
+        """Not a real-time env: nothing to hold still."""
+
+    def benchmarks(self):
+        return [None] * self.num_envs
+
+    def render(self):
+        raise ValueError(f"--vec-env {self.kind} does not render; enjoy.py uses --vec-env dummy")
+
+
 class VecEnvWrapper:
-    """Base of the wrappers below: what a wrapper does not change goes to ``self.venv``."""
+    """Base of the wrappers below: what a wrapper does not change goes to ``self.venv``.
+
+    A wrapper hides its env's groups (``num_groups`` 1) unless it steps them itself.
+    """
+
+    num_groups = 1
 
     def __init__(self, venv):
         self.venv = venv

@@ -1,0 +1,58 @@
+"""Rollout collection alone (``rollout.collect_rollout``: policy forward + env steps + storage,
+no update) with the CNN policy on Atari, for two ``--vec-env`` kinds in alternating rounds.
+
+    python scripts/bench_collect.py                                   # ale vs ale-pipelined
+    python scripts/bench_collect.py --kinds ale dummy --num-envs 8 --rounds 5
+
+Reports env steps/s of collection per kind (median over rounds) and the ratio of the first two.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from a2c_ppo_acktr.envs import make_vec_envs  # noqa: E402
+from a2c_ppo_acktr.model import Policy  # noqa: E402
+from a2c_ppo_acktr.rollout import collect_rollout  # noqa: E402
+from a2c_ppo_acktr.storage import RolloutStorage  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env-id", default="PongNoFrameskip-v4")
+    p.add_argument("--kinds", nargs="+", default=["ale", "ale-pipelined"])
+    p.add_argument("--num-envs", type=int, default=8)
+    p.add_argument("--num-steps", type=int, default=128, help="steps per rollout")
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args(argv)
+    envs = {kind: make_vec_envs(args.env_id, 0, args.num_envs, None, None, "cpu", False,
+                                vec_env=kind) for kind in args.kinds}
+    first = envs[args.kinds[0]]
+    policy = Policy(first.observation_space.shape, first.action_space)
+    fps = {kind: [] for kind in args.kinds}
+    try:
+        for _ in range(args.rounds):
+            for kind, venv in envs.items():  # alternate: the machine's speed drifts
+                store = RolloutStorage(args.num_steps, args.num_envs, venv.observation_space.shape,
+                                       venv.action_space, 1, obs_dtype=torch.uint8)
+                store.obs[0].copy_(venv.reset())
+                start = time.perf_counter()
+                collect_rollout(venv, policy, store, [], True)
+                fps[kind].append(args.num_steps * args.num_envs / (time.perf_counter() - start))
+    finally:
+        for venv in envs.values():
+            venv.close()
+    for kind, values in fps.items():
+        print(f"{kind:<14} {statistics.median(values):8.0f} env-steps/s  "
+              f"{[round(v) for v in values]}")
+    a, b = args.kinds[:2]
+    print(f"{a}/{b}: {statistics.median(fps[a]) / statistics.median(fps[b]):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
