@@ -115,7 +115,7 @@ def test_recurrent_policy(capsys, tmp_path):
 def test_policy_with_network_flags(capsys, tmp_path):
     save_dir = train(tmp_path / "models", "--hidden-size", "16", "--activation", "relu",
                      "--init", "default")
-    ckpt = load_checkpoint(os.path.join(save_dir, "a2c", "CartPole-v1.pt"))
+    ckpt = load_checkpoint(os.path.join(save_dir, "a2c", "CartPole-v1_seed1.pt"))
     assert ckpt["policy_kwargs"]["base_kwargs"] == {"recurrent": False, "hidden_size": 16,
                                                     "activation": "relu"}
     episodes, _ = play(capsys, "--env-name", "CartPole-v1", "--load-dir", save_dir,

@@ -96,11 +96,11 @@ def test_advantage_norm_matches_reference(norm):
 
 
 def test_flags_reach_the_agent():
-    import main
+    from a2c_ppo_acktr import build
     from a2c_ppo_acktr.arguments import get_args
     policy = Policy((3,), spaces.Discrete(2))
-    original = main.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4"]), policy)
+    original = build.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4"]), policy)
     assert original.use_clipped_value_loss and original.advantage_norm == "batch"
-    tuned = main.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4", "--no-clipped-value-loss",
+    tuned = build.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4", "--no-clipped-value-loss",
                                       "--advantage-norm", "minibatch"]), policy)
     assert not tuned.use_clipped_value_loss and tuned.advantage_norm == "minibatch"

@@ -114,7 +114,10 @@ def test_late_call_within_tolerance_is_absorbed():
     env.step(a(0.1))  # returns at once ...
     env.step(a(0.1))  # ... and this shorter step puts the clock back on its grid: t0 + 0.2
     assert env.timeouts == 0
-    assert 0.19 < time.perf_counter() - t0 < 0.225  # re-based would be 0.15 + 0.1
+    # On the grid: t0 + 0.2 (re-based would be 0.15 + 0.1). t0 is taken after the first step
+    # returned, which a loaded machine can make late, so the grid may lie up to that much
+    # earlier; above 0.15 the third step still waited for it.
+    assert 0.15 < time.perf_counter() - t0 < 0.225
 
 
 @pytest.mark.filterwarnings("ignore:.*symmetric and normalized space")  # [-2, 2] by design
