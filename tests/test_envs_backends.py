@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-import main
-from a2c_ppo_acktr import workers
+from a2c_ppo_acktr import build, workers
 from a2c_ppo_acktr.arguments import get_args
 from a2c_ppo_acktr.envs import (
     AleVecEnv,
@@ -227,20 +226,20 @@ def test_ale_training_evaluation_resume_and_enjoy(tmp_path, capsys, monkeypatch,
 
     # One intra-op thread: on a busy 2-core machine waking a team of two costs more than the
     # tiny CNN batches here gain (see sampler.py).
-    monkeypatch.setattr(main, "DEFAULT_THREADS", 1)
+    monkeypatch.setattr(build, "DEFAULT_THREADS", 1)
 
     argv = ["--algo", "ppo", "--env-name", BREAKOUT, "--vec-env", "ale", "--num-processes", "2",
             "--num-steps", "16", "--num-mini-batch", "2", "--ppo-epoch", "1", "--log-interval", "1",
             "--eval-interval", "2", "--env-kwargs", "max_num_frames_per_episode=200"]
-    log_dir, save_dir = run(tmp_path, argv + ["--num-env-steps", "160"])
+    paths = run(tmp_path, argv + ["--num-env-steps", "160"])
+    log_dir = paths.log_dir
     first = [_monitor_rows(log_dir, r)[1] for r in range(2)]
-    assert os.path.exists(os.path.join(log_dir + "_eval", "0.monitor.csv"))
+    assert os.path.exists(os.path.join(paths.eval_dir, "0.monitor.csv"))
     run(tmp_path, argv + ["--num-env-steps", "320", "--resume"])
     for rank in range(2):
         header, rows = _monitor_rows(log_dir, rank)
         assert rows[:len(first[rank])] == first[rank] and len(rows) > len(first[rank])
-    path = os.path.join(save_dir, "ppo", f"{BREAKOUT}.pt")
-    assert enjoy.main(["--load-dir", path, "--episodes", "1", "--no-render"]) == 0
+    assert enjoy.main(["--load-dir", paths.checkpoint, "--episodes", "1", "--no-render"]) == 0
     assert "episode 1: return" in capsys.readouterr().out
 
 
