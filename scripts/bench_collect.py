@@ -2,7 +2,7 @@
 no update) with the CNN policy on Atari, for two ``--vec-env`` kinds in alternating rounds.
 
     python scripts/bench_collect.py                                   # ale vs ale-pipelined
-    python scripts/bench_collect.py --kinds ale dummy --num-envs 8 --rounds 5
+    python scripts/bench_collect.py --kinds ale dummy --num-envs 8 --rounds 5 --torch-threads 1
 
 Reports env steps/s of collection per kind (median over rounds) and the ratio of the first two.
 """
@@ -29,7 +29,11 @@ def main(argv=None):
     p.add_argument("--num-envs", type=int, default=8)
     p.add_argument("--num-steps", type=int, default=128, help="steps per rollout")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--torch-threads", type=int, default=None,
+                   help="intra-op threads (default: torch's, as main.py runs CNNs)")
     args = p.parse_args(argv)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
     envs = {kind: make_vec_envs(args.env_id, 0, args.num_envs, None, None, "cpu", False,
                                 vec_env=kind) for kind in args.kinds}
     first = envs[args.kinds[0]]
