@@ -21,7 +21,6 @@ x num_envs), start-up time and the worker processes' summed peak RSS and PSS, re
 """
 import argparse
 import json
-import os
 import statistics
 import time
 
