@@ -41,9 +41,9 @@ TUNED = {
                       "--ppo-epoch 20 --lr 2.0633e-5 --gamma 0.98 --gae-lambda 0.92 "
                       "--clip-param 0.1 --entropy-coef 0.000401762 --value-loss-coef 0.58096 "
                       "--max-grad-norm 0.8",
-    "Hopper-v5": f"{_SB3_MUJOCO} {_BIG_RELU} --num-steps 512 --num-mini-batch 16 --ppo-epoch 5 "
-                 "--lr 9.80828e-5 --gamma 0.999 --gae-lambda 0.99 --clip-param 0.2 "
-                 "--entropy-coef 0.00229519 --value-loss-coef 0.835671 --max-grad-norm 0.7",
+    # The zoo's Hopper (gamma 0.999) stood still or fell in our runs (61 and 898 at 1M); CleanRL's
+    # ppo_continuous_action settings instead: the original's command, advantages per minibatch.
+    "Hopper-v5": f"{ORIGINAL['mujoco']} --advantage-norm minibatch",
     "Walker2d-v5": f"{_SB3_MUJOCO} --num-steps 512 --num-mini-batch 16 --ppo-epoch 20 "
                    "--lr 5.05041e-5 --gamma 0.99 --gae-lambda 0.95 --clip-param 0.1 "
                    "--entropy-coef 0.000585045 --value-loss-coef 0.871923 --max-grad-norm 1",
