@@ -69,6 +69,9 @@ def build_parser():
                    help="log interval, one log per n updates (default: 10)")
     p.add_argument("--save-interval", type=_count, default=100,
                    help="save interval, one save per n updates (default: 100)")
+    p.add_argument("--save-history", type=_count, default=None, metavar="N",
+                   help="also keep a permanent copy of the checkpoint every N updates, as "
+                   "<save-dir>/<algo>/<env>_seed<seed>_history/<steps>.pt (default: none)")
     p.add_argument("--eval-interval", type=_count, default=None,
                    help="eval interval, one eval per n updates (default: None)")
     p.add_argument("--num-env-steps", type=_count, default=int(10e6),
@@ -225,7 +228,8 @@ def check_args(args):
     if args.vec_env not in VEC_ENVS:
         fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENVS)}")
     for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
-                 "save_interval", "num_env_steps", "eval_interval", "hidden_size"):
+                 "save_interval", "save_history", "num_env_steps", "eval_interval",
+                 "hidden_size"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             fail(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
@@ -247,6 +251,8 @@ def check_args(args):
     for name in ("ray_address", "check_rollouts"):
         if getattr(args, name) and not args.num_workers:
             fail(f"--{name.replace('_', '-')} needs --num-workers N (Ray rollout workers)")
+    if args.save_history is not None and args.save_dir == "":
+        fail("--save-history needs a --save-dir to keep the copies in (it is empty)")
     if args.resume and args.overwrite:
         fail("--resume and --overwrite exclude each other: continue the run or replace it")
     if args.num_env_steps < args.num_processes * args.num_steps:

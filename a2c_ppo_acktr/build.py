@@ -1,21 +1,27 @@
 """What a run is made of: its envs, policy, agent and GAIL discriminator, restored from its
-checkpoint on --resume. Bad input ends in ``fail`` with one line, the envs closed."""
+checkpoint on --resume, and the collector that samples for it. Bad input ends in ``fail`` with
+one line, the envs closed."""
+import functools
 import os
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
 from a2c_ppo_acktr import algo
 from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.arguments import fail
-from a2c_ppo_acktr.checkpoint import CheckpointError, check_checkpoint
+from a2c_ppo_acktr.checkpoint import CheckpointError, RunPaths, check_checkpoint
+from a2c_ppo_acktr.distributed import DDP, DDPCollector
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.model import Policy, policy_kwargs
+from a2c_ppo_acktr.rollout import Collector
+from a2c_ppo_acktr.sampler import AsyncCollector
 
 DEFAULT_THREADS = torch.get_num_threads()
 
 
-def make_policy(args, envs, device):
+def make_policy(args, envs, device) -> Policy:
     return Policy(envs.observation_space.shape, envs.action_space,
                   **policy_kwargs(args)).to(device)
 
@@ -76,7 +82,7 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
     try:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
         if args.num_workers:  # Ray actors sample; they look like one vector env of N * P envs
-            from a2c_ppo_acktr.workers import WorkerGroup
+            from a2c_ppo_acktr.worker_group import WorkerGroup
             envs = WorkerGroup(args, paths.log_dir, env_steps, resumed=bool(resumed))
         else:
             envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
@@ -103,3 +109,25 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
         envs.close()
         raise
     return envs, actor_critic, agent, discr, expert_loader
+
+
+def build_collector(args, paths: RunPaths, envs: Any, actor_critic: Policy, device: torch.device,
+                    ddp: Optional[DDP], num_rollouts: int) -> Collector:
+    """The sampling mode, chosen once: the loop only calls the ``Collector`` interface.
+
+    Ray workers (``--num-workers``, asynchronous or not: the workers decide), torchrun ranks,
+    a sampler thread (``--async-rollouts``), or this process between updates.
+    """
+    evaluate_fn = functools.partial(evaluate, env_name=args.env_name, seed=args.seed,
+                                    num_processes=args.num_processes, eval_log_dir=paths.eval_dir,
+                                    device=device, env_kwargs=args.env_kwargs)
+    common = (args.num_steps, args.use_proper_time_limits, device)
+    if args.num_workers:
+        from a2c_ppo_acktr.worker_group import RayCollector  # Ray is optional
+        return RayCollector(envs, actor_critic, *common, evaluate_fn)
+    if ddp is not None:
+        return DDPCollector(ddp, envs, actor_critic, *common, evaluate_fn)
+    if args.async_rollouts:
+        behaviour = make_policy(args, envs, device)
+        return AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts, evaluate_fn)
+    return Collector(envs, actor_critic, *common, evaluate_fn)

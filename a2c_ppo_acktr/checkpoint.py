@@ -5,7 +5,10 @@ A run is keyed by (algo, env id, seed)::
 
     <log-dir>/<algo>/<env>_seed<seed>/        monitor CSVs, progress.csv, tb/, workers.log
     <log-dir>/<algo>/<env>_seed<seed>/eval/   evaluation monitor CSVs and eval.csv
-    <save-dir>/<algo>/<env>_seed<seed>.pt     the checkpoint
+    <save-dir>/<algo>/<env>_seed<seed>.pt     the checkpoint, replaced by each save
+    <save-dir>/<algo>/<env>_seed<seed>_history/<steps>.pt
+                                              permanent copies (--save-history N), never removed
+                                              but by --overwrite
 
 ('/' in the env id becomes '_'). Every error here is a ``CheckpointError`` with a one-line message,
 which the entry points turn into their ``fail`` line.
@@ -50,6 +53,18 @@ def run_paths(args: Any) -> RunPaths:
         checkpoint = os.path.normpath(os.path.join(os.path.expanduser(args.save_dir), args.algo,
                                                    name + ".pt"))
     return RunPaths(log_dir, os.path.join(log_dir, "eval"), checkpoint)
+
+
+def history_path(checkpoint: str, env_steps: int) -> str:
+    """Where ``--save-history`` keeps the copy of ``checkpoint`` made after ``env_steps`` steps."""
+    return os.path.join(checkpoint[:-len(".pt")] + "_history", f"{env_steps}.pt")
+
+
+def history(directory: str) -> list[tuple[int, str]]:
+    """The (env steps, path) of a ``--save-history`` directory's checkpoints, oldest first."""
+    found = [(int(name[:-3]), os.path.join(directory, name)) for name in os.listdir(directory)
+             if name.endswith(".pt") and name[:-3].isdigit()]
+    return sorted(found)
 
 
 def _temp_prefix(path):

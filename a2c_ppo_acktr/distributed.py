@@ -15,6 +15,7 @@ Not supported: ACKTR (K-FAC's curvature statistics are per rank, so the ranks' s
 and ``--num-workers`` (Ray workers) together with torchrun.
 """
 import os
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -22,6 +23,9 @@ from torch.autograd import Variable
 
 from a2c_ppo_acktr.arguments import fail
 from a2c_ppo_acktr.envs import get_vec_normalize, merge_normalizer, normalizer_delta
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.rollout import Collector
+from a2c_ppo_acktr.storage import RolloutStorage
 
 
 class DDP:
@@ -123,3 +127,21 @@ class DDP:
     def close(self):
         dist.barrier()  # no rank tears its connections down while another still uses them
         dist.destroy_process_group()
+
+
+class DDPCollector(Collector):
+    """This rank's envs fill its rollout; then the ranks merge their normalizer statistics, so
+    every rank normalizes the next rollout alike."""
+
+    def __init__(self, ddp: DDP, envs: Any, *args: Any, **kwargs: Any):
+        self.ddp = ddp
+        ddp.share_normalizer(envs)  # before the first reset, whose observations count too
+        super().__init__(envs, *args, **kwargs)
+
+    def collect(self, actor_critic: Policy) -> RolloutStorage:
+        rollouts = super().collect(actor_critic)
+        self.ddp.sync_normalizer(self.envs)  # all ranks' statistics merged, as one normalizer's
+        return rollouts
+
+    def any_rank(self, flag: bool) -> bool:
+        return self.ddp.any(flag)

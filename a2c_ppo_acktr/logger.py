@@ -5,6 +5,8 @@ import os
 import sys
 import time
 
+import numpy as np
+
 
 class ScalarLogger:
     """Appends one row of scalars per call to ``<log_dir>/<filename>``.
@@ -65,10 +67,10 @@ class ProgressLine:
     Does nothing when the stream is not a TTY: log files get only the periodic log blocks.
     """
 
-    def __init__(self, total_steps, stream=None):
+    def __init__(self, total_steps: int, stream=None, enabled: bool = True):
         self.total = total_steps
         self.stream = stream or sys.stdout
-        self.enabled = self.stream.isatty()
+        self.enabled = enabled and self.stream.isatty()
         self._shown = False
 
     def update(self, steps, fps, mean_return):
@@ -90,3 +92,51 @@ class ProgressLine:
             self.stream.write("\r\033[K")
             self.stream.flush()
             self._shown = False
+
+
+RETURN_COLUMNS = ("mean_return", "median_return", "min_return", "max_return")
+
+
+def progress_row(update: int, env_steps: int, fps: int, returns: list[float],
+                 losses: tuple[float, float, float], agent_stats: dict, lr: float,
+                 elapsed: float, **extra: float) -> dict:
+    """One row of ``progress.csv``; ``returns``: raw returns of the last finished episodes (none
+    yet, e.g. just after ``--resume``: empty cells rather than NaN); ``extra``: the collector's
+    and GAIL's columns."""
+    value_loss, action_loss, entropy = losses
+    rewards = np.array(returns)
+    stats = {"mean_return": float(np.mean(rewards)), "median_return": float(np.median(rewards)),
+             "min_return": float(np.min(rewards)), "max_return": float(np.max(rewards))
+             } if returns else dict.fromkeys(RETURN_COLUMNS, "")
+    return {"update": update, "timesteps": env_steps, "fps": fps, **stats,
+            "value_loss": value_loss, "action_loss": action_loss, "entropy": entropy,
+            "approx_kl": agent_stats.get("approx_kl", float("nan")),
+            "clip_fraction": agent_stats.get("clip_fraction", float("nan")),
+            "lr": lr, "time": elapsed, **extra}
+
+
+def format_report(row: dict, episodes: int) -> str:
+    """The periodic log block of ``main.py`` for a ``progress_row`` (``episodes``: how many
+    finished episodes the returns are over); optional lines appear when their columns do."""
+    lines = [f"Updates {row['update']}, num timesteps {row['timesteps']}, FPS {row['fps']} ",
+             f" Last {episodes} training episodes: mean/median reward "
+             f"{row['mean_return']:.1f}/{row['median_return']:.1f}, min/max reward "
+             f"{row['min_return']:.1f}/{row['max_return']:.1f}" if episodes
+             else " No training episode has ended yet",
+             f" entropy {row['entropy']:.4f}, value loss {row['value_loss']:.4f}, "
+             f"action loss {row['action_loss']:.4f}"]
+    if math.isfinite(row["approx_kl"]):  # PPO only
+        lines[-1] += f", approx kl {row['approx_kl']:.4f}, clip fraction {row['clip_fraction']:.3f}"
+    if "time_step_duration_mean" in row:  # real-time envs
+        lines.append(f" real-time time-outs {row['timeouts']}, time step "
+                     f"{1e3 * row['time_step_duration_mean']:.1f}±"
+                     f"{1e3 * row['time_step_duration_dev']:.1f} ms, in step "
+                     f"{1e3 * row['step_time_mean']:.1f} ms, inference "
+                     f"{1e3 * row['inference_time_mean']:.1f} ms")
+    if row.get("policy_lag") or row.get("sampler_stalls"):  # asynchronous sampling
+        lines.append(f" policy lag {row['policy_lag']} update(s), "
+                     f"sampler stalls {row['sampler_stalls']}")
+    if "gail_loss" in row:
+        lines.append(f" gail loss {row['gail_loss']:.4f}, expert / policy accuracy "
+                     f"{row['gail_expert_acc']:.2f} / {row['gail_policy_acc']:.2f}")
+    return "\n".join(lines)

@@ -1,16 +1,25 @@
-"""Collecting a rollout: the policy steps the vectorized envs and fills a ``RolloutStorage``.
+"""Collecting rollouts: the policy steps the vectorized envs and fills a ``RolloutStorage``.
 
-One function for every caller (``main.py``, the asynchronous sampler, the scale-out workers), so
-the handling of episode ends and truncation lives in one place.
+``collect_rollout`` is the one function every sampling mode runs (in this process, in the
+asynchronous sampler's thread, in Ray workers, on DDP ranks), so the handling of episode ends and
+truncation lives in one place. ``Collector`` is the training loop's one view of sampling, chosen
+once at start-up (``build.build_collector``).
 
 Per step, with the policy on a GPU: the observations, rewards and masks cross to it
 asynchronously from pinned memory (``to_device``), and the only wait for it is taking the
 actions back to step the envs; the episode flags stay on the host, in numpy.
 """
+from collections import deque
+from typing import Any, Callable
+
 import numpy as np
 import torch
 
+from a2c_ppo_acktr.envs import get_vec_normalize, normalizer_state
 from a2c_ppo_acktr.envs.torch_vec import to_device
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.realtime import mean_benchmarks
+from a2c_ppo_acktr.storage import RolloutStorage
 
 
 def episode_masks(terminated, truncated, device=torch.device("cpu")):
@@ -105,3 +114,97 @@ def _collect_pipelined(envs, actor_critic, rollouts, *rest):
             if step < rollouts.num_steps:
                 acted[g] = _act(actor_critic, rollouts, step, columns)
                 envs.send(acted[g][1], g)
+
+
+class Collector:
+    """The training loop's one view of sampling: ``collect`` fills a ``RolloutStorage`` with
+    ``collect_rollout`` in this process, between updates.
+
+    Per update the loop calls ``rollouts = collect(actor_critic)``, trains on ``rollouts``, then
+    ``sync(actor_critic, rollouts)``, which hands the storage back with the new weights. The
+    subclasses change where and when the envs are stepped, never what a rollout holds:
+
+    ==================  ==================  ==================================================
+    collector           module              who steps the envs
+    ==================  ==================  ==================================================
+    ``Collector``       ``rollout.py``      this process, between updates
+    ``DDPCollector``    ``distributed.py``  each torchrun rank its own; then the ranks merge
+                                            their normalizer statistics
+    ``AsyncCollector``  ``sampler.py``      a thread, while the learner updates
+    ``RayCollector``    ``worker_group.py`` Ray actors, on this or other machines
+    ==================  ==================  ==================================================
+
+    ``envs`` comes from ``make_vec_envs`` (or is a ``WorkerGroup``); its first observations go in
+    slot 0 of a storage of ``num_steps`` steps on ``device``. ``evaluate`` (e.g. a partial of
+    ``evaluation.evaluate``) is called as ``evaluate(actor_critic, obs_rms)`` -> episode returns.
+    """
+
+    def __init__(self, envs: Any, actor_critic: Policy, num_steps: int,
+                 use_proper_time_limits: bool, device: torch.device | str,
+                 evaluate: Callable[[Policy, dict | None], list[float]] | None = None):
+        self.envs = envs
+        self.num_envs: int = envs.num_envs
+        self.observation_space, self.action_space = envs.observation_space, envs.action_space
+        self.use_proper_time_limits = use_proper_time_limits
+        self._evaluate = evaluate
+        self.episode_returns: deque[float] = deque(maxlen=10)  # raw, of the last episodes ended
+        self.timeouts: list[int | None] = [None] * self.num_envs  # real-time envs: late steps
+        obs = envs.reset()
+        self.rollouts = RolloutStorage(num_steps, self.num_envs, self.observation_space.shape,
+                                       self.action_space, actor_critic.recurrent_hidden_state_size,
+                                       obs_dtype=obs.dtype).to(device)
+        self.rollouts.obs[0].copy_(obs)
+        self.realtime = any(b is not None for b in envs.benchmarks())
+        envs.pause()  # real-time envs hold still until the first step: the set-up took a while
+
+    @property
+    def normalizer(self) -> Any:
+        """The learner's ``VecNormalize`` (for GAIL's discriminator inputs), or None."""
+        return get_vec_normalize(self.envs)
+
+    def normalizer_state(self) -> dict | None:
+        """The normalizer's statistics as of the end of the last rollout (checkpoints, evaluation)."""
+        return normalizer_state(self.envs)
+
+    def collect(self, actor_critic: Policy) -> RolloutStorage:
+        """One rollout of ``num_steps`` x ``num_envs`` transitions by ``actor_critic``."""
+        collect_rollout(self.envs, actor_critic, self.rollouts, self.episode_returns,
+                        self.use_proper_time_limits, self.timeouts)
+        # Real-time envs cannot wait for the update: they hold still (default action, clock
+        # stopped) until the next step instead of timing out. No-op for other envs.
+        self.envs.pause()
+        return self.rollouts
+
+    def sync(self, actor_critic: Policy, rollouts: RolloutStorage) -> None:
+        """After the update: the rollout's last state starts the next one."""
+        rollouts.after_update()
+
+    def any_rank(self, flag: bool) -> bool:
+        """``flag`` of any learner process (one here): all stop together on Ctrl-C."""
+        return flag
+
+    def benchmarks(self) -> list[dict | None]:
+        """Per env: real-time timing statistics (``RealTimeEnv.benchmarks()``) or None."""
+        return self.envs.benchmarks()
+
+    def stats(self) -> dict:
+        """Progress-log columns, the same in every mode: time-outs, policy lag, sampler stalls,
+        and for real-time envs their timing statistics (seconds, mean over envs)."""
+        row = {"timeouts": sum(t for t in self.timeouts if t is not None),
+               "policy_lag": 0, "sampler_stalls": 0}
+        if self.realtime:
+            row.update(mean_benchmarks(self.benchmarks()))
+        return row
+
+    def evaluations(self, actor_critic: Policy | None, update: int, env_steps: int,
+                    wait: bool = False) -> list[dict]:
+        """Evaluate ``actor_critic`` now (None: nothing new) -> the result rows finished by now
+        (``wait``: all of them; a ``RayCollector`` evaluates off the learner's path)."""
+        if actor_critic is None or self._evaluate is None:
+            return []
+        returns = self._evaluate(actor_critic, self.normalizer_state())
+        return [{"update": update, "timesteps": env_steps, "episodes": len(returns),
+                 "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns))}]
+
+    def close(self) -> None:
+        self.envs.close()

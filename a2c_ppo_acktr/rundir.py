@@ -4,7 +4,13 @@ import glob
 import os
 
 from a2c_ppo_acktr.arguments import fail
-from a2c_ppo_acktr.checkpoint import RunPaths, env_file_name, remove_stale_temporaries
+from a2c_ppo_acktr.checkpoint import (
+    RunPaths,
+    env_file_name,
+    history,
+    history_path,
+    remove_stale_temporaries,
+)
 
 # What a run writes into its log directory (eval/ included); --overwrite removes these only.
 RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", os.path.join("tb", "events.out.*"),
@@ -27,6 +33,14 @@ def _run_files(log_dir):
             for f in glob.glob(os.path.join(glob.escape(log_dir), pattern))]
 
 
+def _history_files(paths: RunPaths) -> list:
+    """The ``--save-history`` copies of the run's checkpoint (of an earlier run with its key)."""
+    if paths.checkpoint is None:
+        return []
+    directory = os.path.dirname(history_path(paths.checkpoint, 0))
+    return [path for _, path in history(directory)] if os.path.isdir(directory) else []
+
+
 def check_run(args, paths: RunPaths) -> None:
     """``fail`` unless the run can start: its directories writable, a checkpoint for --resume, and
     no other run of the same algo, env and seed replaced without --overwrite."""
@@ -42,8 +56,8 @@ def check_run(args, paths: RunPaths) -> None:
                     if paths.checkpoint and os.path.isfile(old) else "")
             fail(f"--resume: no checkpoint at {paths.checkpoint}{hint}; start a new run without "
                  "--resume")
-    elif not args.overwrite and (saved or glob.glob(os.path.join(glob.escape(paths.log_dir),
-                                                                 "*.monitor.csv"))):
+    elif not args.overwrite and (saved or _history_files(paths) or glob.glob(
+            os.path.join(glob.escape(paths.log_dir), "*.monitor.csv"))):
         fail(f"{paths.checkpoint if saved else paths.log_dir} already holds a run of --algo "
              f"{args.algo} on {args.env_name} with --seed {args.seed}; pass --resume to continue "
              "it or --overwrite to replace it (another --seed starts a run beside it)")
@@ -70,7 +84,7 @@ def make_run_dirs(args, paths: RunPaths, resumed: bool) -> list:
             fail(f"cannot create {directory}: {e.strerror or e}")
         created.extend(reversed(new))
     if not resumed:
-        for f in _run_files(paths.log_dir):
+        for f in _run_files(paths.log_dir) + _history_files(paths):
             os.remove(f)
     if paths.checkpoint is not None:
         for tmp in remove_stale_temporaries(paths.checkpoint):

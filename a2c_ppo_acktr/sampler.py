@@ -14,16 +14,18 @@ waits on pipes, so the two threads overlap (``scripts/bench_async.py`` measures 
 import copy
 import queue
 import threading
-from typing import NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 
 from a2c_ppo_acktr.envs import VecEnvWrapper, normalizer_state
-from a2c_ppo_acktr.rollout import collect_rollout
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.rollout import Collector, collect_rollout
+from a2c_ppo_acktr.storage import RolloutStorage
 
 
 class _Stopped(Exception):
-    """Raised in the sampler thread by the next env step after ``AsyncSampler.close()``."""
+    """Raised in the sampler thread by the next env step after ``AsyncCollector.stop()``."""
 
 
 class _StoppableEnvs(VecEnvWrapper):
@@ -61,36 +63,37 @@ class RolloutInfo(NamedTuple):
     version: int             # updates the acting weights had seen
 
 
-class AsyncSampler:
+class AsyncCollector(Collector):
     """Collects ``num_rollouts`` rollouts in a daemon thread with ``behaviour``, a second policy of
     the same architecture as the learner's ``actor_critic``, whose weights it loads now and after
-    each update (``release``).
+    each update (``sync``).
 
-    ``rollouts`` holds the first observation in slot 0; a second buffer like it is made here. The
-    thread owns ``envs`` until ``close()``: the learner must not step them, and reads the
-    normalizer statistics and real-time benchmarks as of the end of the rollout it was last given
-    (``obs_rms``, ``benchmarks``). When the learner is slower than a whole rollout the sampler has
-    no free buffer: it pauses the envs (real-time envs hold still, no time-out) and counts a stall.
+    A second storage like ``self.rollouts`` is made here; the thread starts on the first at once.
+    It owns the envs until ``close()``: the learner must not step them, and reads the normalizer
+    statistics and real-time benchmarks as of the end of the rollout it was last given. When the
+    learner is slower than a whole rollout the sampler has no free buffer: it pauses the envs
+    (real-time envs hold still, no time-out) and counts a stall.
     """
 
-    def __init__(self, envs, actor_critic, behaviour, rollouts, num_rollouts,
-                 use_proper_time_limits):
+    def __init__(self, envs: Any, actor_critic: Policy, behaviour: Policy, num_steps: int,
+                 use_proper_time_limits: bool, device: torch.device | str, num_rollouts: int,
+                 evaluate: Callable[[Policy, dict | None], list[float]] | None = None):
+        super().__init__(envs, actor_critic, num_steps, use_proper_time_limits, device, evaluate)
         self.behaviour = behaviour.requires_grad_(False)
         self.behaviour.load_state_dict(actor_critic.state_dict())
         self.policy_lag = 0   # of the rollout last given to the learner
         self.lags = []        # of every rollout given, in order
         self.stalls = 0       # rollouts the sampler had to wait for a free buffer
         self.obs_rms = normalizer_state(envs)
-        self.benchmarks = envs.benchmarks()
+        self._benchmarks = envs.benchmarks()
         self._updates = 0
         self._stop = threading.Event()
         self._envs = _StoppableEnvs(envs, self._stop)
-        self._use_proper_time_limits = use_proper_time_limits
         self._num_threads = torch.get_num_threads()
         self._ready = queue.Queue()  # (rollouts, RolloutInfo) or the exception that ended the thread
         self._free = queue.Queue()   # (rollouts, weights or None, version) or None: stop
-        self._free.put((copy.deepcopy(rollouts), None, 0))
-        self._thread = threading.Thread(target=self._run, args=(rollouts, num_rollouts),
+        self._free.put((copy.deepcopy(self.rollouts), None, 0))
+        self._thread = threading.Thread(target=self._run, args=(self.rollouts, num_rollouts),
                                         daemon=True, name="sampler")
         self._thread.start()
 
@@ -106,7 +109,7 @@ class AsyncSampler:
                     rollouts, version = self._next_buffer(rollouts, version)
                 returns, timeouts = [], [None] * rollouts.obs.shape[1]
                 collect_rollout(self._envs, self.behaviour, rollouts, returns,
-                                self._use_proper_time_limits, timeouts)
+                                self.use_proper_time_limits, timeouts)
                 self._ready.put((rollouts, RolloutInfo(
                     returns, timeouts, normalizer_state(self._envs), self._envs.benchmarks(),
                     version)))
@@ -132,31 +135,46 @@ class AsyncSampler:
         last.after_update(rollouts)
         return rollouts, version
 
-    def next_rollout(self, episode_rewards, timeouts):
-        """Wait for the next rollout and return its storage; its episode returns are appended to
-        ``episode_rewards`` and its time-out counts written into ``timeouts`` (both the learner's)."""
+    def collect(self, actor_critic: Policy) -> RolloutStorage:
+        """The next rollout the thread finished (by weights one update older than
+        ``actor_critic``'s, the first excepted); its episode returns and time-out counts are
+        added to ``episode_returns`` and ``timeouts``."""
         item = self._ready.get()
         if isinstance(item, BaseException):
-            self.close()
+            self.stop()
             raise item
         rollouts, info = item
-        episode_rewards.extend(info.episode_returns)
+        self.episode_returns.extend(info.episode_returns)
         for i, t in enumerate(info.timeouts):
             if t is not None:
-                timeouts[i] = t
+                self.timeouts[i] = t
         self.policy_lag = self._updates - info.version
         self.lags.append(self.policy_lag)
-        self.obs_rms, self.benchmarks = info.obs_rms, info.benchmarks
+        self.obs_rms, self._benchmarks = info.obs_rms, info.benchmarks
         return rollouts
 
-    def release(self, rollouts, actor_critic):
+    def sync(self, actor_critic: Policy, rollouts: RolloutStorage) -> None:
         """Give ``rollouts`` back after an update, with the updated weights for the sampler."""
         self._updates += 1
         weights = {k: v.detach().clone() for k, v in actor_critic.state_dict().items()}
         self._free.put((rollouts, weights, self._updates))
 
-    def close(self, timeout=10.0):
+    def normalizer_state(self) -> dict | None:
+        """As of the end of the rollout last given: the thread keeps updating the live one."""
+        return self.obs_rms
+
+    def benchmarks(self) -> list[dict | None]:
+        return list(self._benchmarks)
+
+    def stats(self) -> dict:
+        return {**super().stats(), "policy_lag": self.policy_lag, "sampler_stalls": self.stalls}
+
+    def stop(self, timeout: float = 10.0) -> None:
         """Stop the thread (within one env step) and wait for it; the envs stay open."""
         self._stop.set()
         self._free.put(None)
         self._thread.join(timeout)
+
+    def close(self) -> None:
+        self.stop()
+        super().close()

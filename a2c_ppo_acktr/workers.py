@@ -2,9 +2,10 @@
 
 Each update the learner publishes one snapshot (``ray.put``: policy weights + normalization
 statistics); each of the N ``RolloutWorker`` actors loads it, fills its own ``RolloutStorage`` of
-``num_processes`` columns with ``collect_rollout`` and returns the tensors. ``WorkerGroup.collect``
-writes worker w's tensors into columns ``w * P .. (w + 1) * P - 1`` of the learner's storage, so
-the update (A2C, PPO, ACKTR, recurrent) sees one rollout of ``N * P`` envs and is unchanged.
+``num_processes`` columns with ``collect_rollout`` and returns the tensors. The learner's
+``WorkerGroup.collect`` (``worker_group.py``) writes worker w's tensors into columns
+``w * P .. (w + 1) * P - 1`` of its storage, so the update (A2C, PPO, ACKTR, recurrent) sees one
+rollout of ``N * P`` envs and is unchanged.
 
 Decisions (README "Scale-out" has the user's view):
 
@@ -33,17 +34,7 @@ import zlib
 import numpy as np
 import torch
 
-from a2c_ppo_acktr.checkpoint import run_paths
-from a2c_ppo_acktr.envs import (
-    VecNormalize,
-    check_env_kwargs,
-    frame_channels,
-    get_vec_normalize,
-    make_env,
-    make_vec_envs,
-    merge_normalizer,
-    normalizer_delta,
-)
+from a2c_ppo_acktr.envs import frame_channels, get_vec_normalize, make_vec_envs, normalizer_delta
 from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.model import Policy, policy_kwargs
 from a2c_ppo_acktr.rollout import collect_rollout
@@ -54,7 +45,6 @@ START_TIMEOUT = 300  # s for a worker to build its envs (or for the cluster to f
 # What a worker sends back: every storage tensor but the returns, which the learner computes.
 FIELDS = ("obs", "recurrent_hidden_states", "actions", "action_log_probs", "value_preds",
           "rewards", "masks", "bad_masks", "bootstrap_values")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def import_ray(local):
@@ -190,257 +180,3 @@ class Evaluator:
                            env_kwargs=self.args.env_kwargs)
         return {"update": update, "timesteps": env_steps, "episodes": len(returns),
                 "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns))}
-
-
-class _Spaces:
-    """Stands in for the vector env under the learner's VecNormalize, which only keeps statistics."""
-
-    num_envs = 0
-
-    def __init__(self, observation_space, action_space):
-        self.observation_space, self.action_space = observation_space, action_space
-
-
-class WorkerGroup:
-    """N Ray rollout workers, seen by ``main.py`` as one vector env of ``N * num_processes`` envs.
-
-    It offers what the loop uses of ``make_vec_envs``'s result — ``observation_space``,
-    ``action_space``, ``num_envs``, ``reset``, ``pause``, ``close``, and the learner's copy of the
-    normalization statistics as a ``VecNormalize`` in ``.venv`` (so ``get_vec_normalize``,
-    checkpoints, resume and evaluation work as before) — and ``collect`` in place of
-    ``collect_rollout``.
-    """
-
-    def __init__(self, args, log_dir, env_steps, resumed):
-        # A bad env id or env kwargs: a one-line ValueError here, before Ray starts.
-        make_env(args.env_name, 0, 0, None, False)
-        if args.env_kwargs:
-            check_env_kwargs(args.env_name, args.env_kwargs)
-        ray = self.ray = import_ray(local=args.ray_address is None)
-        self.own_ray = not ray.is_initialized()
-        if self.own_ray:
-            if args.ray_address is None:
-                ray.init(num_cpus=max(os.cpu_count() or 1, args.num_workers),
-                         include_dashboard=False, log_to_driver=False)
-            else:
-                try:  # the cluster's nodes import this repository from the copy Ray uploads
-                    ray.init(address=args.ray_address, log_to_driver=False,
-                             runtime_env={"working_dir": ROOT, "excludes": _UPLOAD_EXCLUDES})
-                except (ConnectionError, RuntimeError) as e:
-                    cause = str(e.__cause__ or e).strip().splitlines()[0]
-                    raise ValueError(f"--ray-address {args.ray_address}: cannot join the Ray "
-                                     f"cluster ({cause[:200]})") from None
-        # Absolute: workers on other nodes run in the directory Ray unpacked the repository to.
-        self.args, self.log_dir = args, os.path.abspath(log_dir)
-        self.num_workers, self.P = args.num_workers, args.num_processes
-        self.num_envs = self.num_workers * self.P
-        self.steps_per_update = args.num_steps * self.num_envs
-        self.version = env_steps // self.steps_per_update  # the update the next snapshot is for
-        self.seed_base = args.seed + env_steps
-        self.events = open(os.path.join(self.log_dir, "workers.log"), "a")
-        self.evaluator, self._evaluations = None, []  # Evaluator actor, ObjectRefs of its rows
-        self.policy_lag = 0  # updates between the weights that sampled a rollout and the learner's
-        self._costs, self._updates_timed = {}, 0
-        actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(RolloutWorker)
-        self.workers = [actor.remote(w, args) for w in range(self.num_workers)]
-        try:
-            info = ray.get([self._start(w, monitor_append=resumed)
-                            for w in range(self.num_workers)], timeout=START_TIMEOUT)
-        except ray.exceptions.GetTimeoutError:
-            self.close()
-            raise RuntimeError(f"{self.num_workers} Ray workers did not start within "
-                               f"{START_TIMEOUT} s: too few free CPUs in the cluster "
-                               f"({ray.available_resources().get('CPU', 0)}), or they crash on "
-                               "start (see Ray's logs)") from None
-        self._first_obs = torch.cat([i["obs"] for i in info])
-        self.observation_space = info[0]["observation_space"]
-        self.action_space = info[0]["action_space"]
-        self.venv = None
-        if info[0]["obs_rms"] is not None:
-            self.venv = VecNormalize(_Spaces(self.observation_space, self.action_space),
-                                     gamma=args.gamma)
-            fresh = self.venv.state_dict()  # the same as each worker's before its envs' reset
-            self.venv.load_state_dict(merge_normalizer(
-                fresh, [normalizer_delta(fresh, i["obs_rms"]) for i in info]))
-        self._benchmarks = [b for i in info for b in i["benchmarks"]]
-        self.pids = ray.get([w.pid.remote() for w in self.workers])
-        self._in_flight = {}  # async mode: worker index -> ObjectRef of its next rollout
-        self.log_event(f"{self.num_workers} Ray rollout workers x {self.P} envs (pids "
-                       f"{', '.join(map(str, self.pids))}); this node's Ray address "
-                       f"{ray.util.get_node_ip_address()}", echo=False)
-
-    def _start(self, w, monitor_append):
-        # Env seeds seed + rank as make_vec_envs gives them; worker w's sampling RNG seed + w
-        # (worker 0 of a new run then samples exactly as main.py does without workers).
-        return self.workers[w].start.remote(self.seed_base, self.seed_base + w, self.log_dir,
-                                            monitor_append)
-
-    def log_event(self, message, echo=True):
-        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} update {self.version}: {message}"
-        if echo:
-            print(line, flush=True)
-        self.events.write(line + "\n")
-        self.events.flush()
-
-    def reset(self):
-        """The workers' first observations (N * P, *obs_shape): they reset their envs on start."""
-        return self._first_obs
-
-    def pause(self):
-        """Workers pause their own envs after each rollout (sync mode)."""
-
-    def benchmarks(self):
-        """Per env: real-time timing statistics as of its worker's last rollout, or None."""
-        return list(self._benchmarks)
-
-    def snapshot(self, actor_critic):
-        """What every worker loads before sampling: one object in Ray's store per update."""
-        vec_norm = self.venv
-        return self.ray.put({
-            "weights": {k: v.detach().cpu() for k, v in actor_critic.state_dict().items()},
-            "obs_rms": vec_norm.state_dict() if vec_norm is not None else None,
-            "version": self.version})
-
-    def collect(self, actor_critic, rollouts, episode_rewards, use_proper_time_limits=None,
-                timeouts=None):
-        """Fill ``rollouts`` (N * P columns) from the workers; the same contract as
-        ``collect_rollout`` (``use_proper_time_limits`` is the workers' own, from ``args``)."""
-        t0 = time.perf_counter()
-        snapshot = self.snapshot(actor_critic)
-        t1 = time.perf_counter()
-        if self.args.async_rollouts:
-            refs = {w: self._in_flight[w] if w in self._in_flight
-                    else self.workers[w].sample.remote(snapshot) for w in range(self.num_workers)}
-        else:
-            refs = {w: self.workers[w].sample.remote(snapshot) for w in range(self.num_workers)}
-        results = self._gather(refs, snapshot)
-        if self.args.async_rollouts:  # next rollouts start now, while the learner updates
-            self._in_flight = {w: self.workers[w].sample.remote(snapshot)
-                               for w in range(self.num_workers)}
-        t2 = time.perf_counter()
-        payload = sum(v.nbytes for r in results for v in r.values() if isinstance(v, torch.Tensor))
-
-        deltas = []
-        for w, r in enumerate(results):
-            cols = slice(w * self.P, (w + 1) * self.P)
-            r["obs"] = unpack_frames(r)
-            if "checksums" in r and checksums(r) != r["checksums"]:
-                raise RuntimeError(f"--check-rollouts: the rollout of worker {w} for update "
-                                   f"{self.version} differs from what the worker saw: "
-                                   f"{[k for k, v in checksums(r).items() if v != r['checksums'][k]]}")
-            for name in FIELDS:
-                getattr(rollouts, name)[:, cols].copy_(r[name])
-            episode_rewards.extend(r["episode_rewards"])
-            if timeouts is not None:
-                timeouts[cols] = r["timeouts"]
-            deltas.append(r["obs_rms_delta"])
-            self._benchmarks[cols] = r["benchmarks"]
-        if self.venv is not None:
-            self.venv.load_state_dict(merge_normalizer(self.venv.state_dict(), deltas))
-        self.policy_lag = self.version - min(r["version"] for r in results)
-        self.version += 1
-        self._time({"publish": t1 - t0, "wait": t2 - t1, "stack": time.perf_counter() - t2,
-                    **{k: np.mean([r["seconds"][k] for r in results]) for k in results[0]["seconds"]},
-                    "bytes per env step": payload / self.steps_per_update})
-
-    def _time(self, costs):
-        """Running sums of the per-update costs, summarised in workers.log on close."""
-        self._costs = {k: self._costs.get(k, 0.0) + v for k, v in costs.items()}
-        self._updates_timed += 1
-
-    def cost_summary(self):
-        """Mean per-update costs: ms (publish: ray.put of the snapshot; load / sample / pack: in
-        a worker; wait: the learner for the rollouts; stack: unpack, copy, merge) and payload size."""
-        n = max(self._updates_timed, 1)
-        return {k: v / n * (1 if k == "bytes per env step" else 1000) for k, v in self._costs.items()}
-
-    def _gather(self, refs, snapshot):
-        """ray.get the rollouts of ``refs`` (worker -> ObjectRef); restart and re-sample failures."""
-        ray = self.ray
-        results, failures = [None] * self.num_workers, [0] * self.num_workers
-        pending = {ref: w for w, ref in refs.items()}
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            w = pending.pop(ready[0])
-            try:
-                results[w] = ray.get(ready[0])
-            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError,
-                    ray.exceptions.ActorUnavailableError) as e:
-                failures[w] += 1
-                self._restart(w, e, failures[w])
-                pending[self.workers[w].sample.remote(snapshot)] = w
-        return results
-
-    def _restart(self, w, error, attempt):
-        ray = self.ray
-        what = str(error).strip().splitlines()
-        what = f"{type(error).__name__}: {what[-1] if what else ''}"[:300]
-        if attempt > MAX_FAILURES:
-            self.log_event(f"worker {w} failed {attempt} times in a row ({what}); giving up")
-            raise RuntimeError(f"Ray rollout worker {w} failed {attempt} times in a row: {what}")
-        if isinstance(error, ray.exceptions.RayTaskError):
-            # A worker that raised is still alive with broken envs: a fresh process is simplest.
-            # Not ray.kill(no_restart=False): it returns before the process is gone, so the
-            # start below may still run in the old process, which then dies with the envs it
-            # built (and the next call fails with ActorUnavailableError). This call fails only
-            # once the process is gone, so every later call reaches the restarted one.
-            try:
-                ray.get(self.workers[w].exit.remote())
-            except ray.exceptions.RayActorError:  # ActorDiedError, ActorUnavailableError
-                pass
-        # Otherwise the process is already gone and Ray is restarting the actor: a ray.kill now
-        # could end the fresh process too, after the start below ran in it (the same race).
-        self.seed_base += 10_000  # envs of a restarted worker do not replay old episodes
-        deadline = time.time() + START_TIMEOUT
-        while True:
-            try:
-                ray.get(self._start(w, monitor_append=True), timeout=START_TIMEOUT)
-                break
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                if time.time() > deadline:
-                    raise RuntimeError(f"Ray rollout worker {w} did not come back within "
-                                       f"{START_TIMEOUT} s of failing ({what})") from None
-                time.sleep(0.1)  # still restarting
-        self.pids[w] = ray.get(self.workers[w].pid.remote())
-        self.log_event(f"worker {w} failed ({what}); restarted by Ray as pid {self.pids[w]} "
-                       "with fresh envs and the current weights; re-sampling its share of this "
-                       "update")
-
-    def evaluations(self, actor_critic, update, env_steps, wait=False):
-        """Start evaluating ``actor_critic`` (None: nothing new) in the Evaluator actor; return
-        the result rows finished by now (``wait``: all of them), oldest first."""
-        ray = self.ray
-        if actor_critic is not None:
-            if self.evaluator is None:
-                # num_cpus=0: it runs now and then, beside the workers, wherever Ray puts it.
-                self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(Evaluator).remote(
-                    self.args, self.observation_space, self.action_space,
-                    os.path.abspath(run_paths(self.args).eval_dir))
-            self._evaluations.append(
-                self.evaluator.evaluate.remote(self.snapshot(actor_critic), update, env_steps))
-        rows = []
-        while self._evaluations:
-            ready, _ = ray.wait(self._evaluations[:1], timeout=None if wait else 0)
-            if not ready:
-                break
-            ref = self._evaluations.pop(0)
-            try:
-                rows.append(ray.get(ref))
-            except ray.exceptions.RayError as e:
-                self.log_event(f"evaluation failed ({type(e).__name__}); skipped")
-        return rows
-
-    def close(self):
-        if self._updates_timed:
-            self.log_event("mean per update: " + ", ".join(
-                f"{k} {v:.1f}" + ("" if k == "bytes per env step" else " ms")
-                for k, v in self.cost_summary().items()), echo=False)
-        for worker in self.workers + ([self.evaluator] if self.evaluator is not None else []):
-            self.ray.kill(worker, no_restart=True)
-        self.events.close()
-        if self.own_ray:
-            self.ray.shutdown()
-
-
-_UPLOAD_EXCLUDES = [".git", ".venv", ".ci-venv", "logs", "trained_models", "runs", "tmp", "*.pt",
-                    "__pycache__"]

@@ -11,6 +11,10 @@ Examples::
 
     python scripts/plot.py --run ppo=logs/ppo-s* --run a2c=logs/a2c-s* --out curves.png
     python scripts/plot.py --run ours=logs/ours-* --run sb3=logs/sb3-* --out-dir plots/
+    python scripts/plot.py --history ppo=trained_models/ppo/CartPole-v1_seed1_history --out h.png
+
+``--history`` evaluates a run's policy history (``main.py --save-history N``): each kept
+checkpoint plays ``--episodes`` deterministic episodes; the band is their min-max.
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ import sys
 from collections import OrderedDict
 
 import matplotlib
+import numpy as np
 
+from a2c_ppo_acktr.checkpoint import CheckpointError
 from a2c_ppo_acktr.curves import CurveError, aggregate, load_run
+from a2c_ppo_acktr.history import evaluate_history, history_curve
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -123,10 +130,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LABEL=DIR[,DIR...]",
         type=parse_run_spec,
         action="append",
-        required=True,
+        default=[],
         help="a labelled group of run dirs (seeds); repeatable. Globs are expanded, "
         "e.g. ppo='logs/ppo-*'.",
     )
+    p.add_argument(
+        "--history",
+        metavar="LABEL=DIR",
+        type=parse_run_spec,
+        action="append",
+        default=[],
+        help="a run's policy history (main.py --save-history N: "
+        "<save-dir>/<algo>/<env>_seed<seed>_history), evaluated checkpoint by checkpoint; "
+        "repeatable",
+    )
+    p.add_argument("--episodes", type=positive_int, default=10,
+                   help="--history: deterministic episodes per checkpoint (default: 10)")
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--out", metavar="PATH.png", help="write a single figure with all curves")
     out.add_argument(
@@ -196,9 +215,21 @@ def collect(
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point. Returns the exit status (0 ok, 2 on input errors)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.run and not args.history:
+        parser.error("give at least one --run or --history")
     try:
         groups = collect(args.run)
+        histories = []
+        for label, dirs in args.history:
+            for d in dirs:
+                points = evaluate_history(d, args.episodes)
+                for steps, returns in points:
+                    print(f"{d}: {steps} steps, deterministic return {np.mean(returns):.1f} "
+                          f"(min {np.min(returns):.1f}, max {np.max(returns):.1f})")
+                histories.append((f"{label} (deterministic)", args.episodes,
+                                  history_curve(points)))
 
         def agg(runs):
             try:
@@ -210,19 +241,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.out_dir:
             for env_id, by_label in groups.items():
                 curves = [(lbl, len(runs), agg(runs)) for lbl, runs in by_label.items()]
+                curves += histories
                 title = f"{args.title}: {env_id}" if args.title else env_id
                 path = os.path.join(args.out_dir, env_filename(env_id))
                 written.append(plot_curves(curves, path, title, args.xmax, args.band))
         else:
             multi_env = len(groups) > 1
-            curves = []
+            curves = list(histories)
             for env_id, by_label in groups.items():
                 for lbl, runs in by_label.items():
                     name = f"{lbl} [{env_id}]" if multi_env else lbl
                     curves.append((name, len(runs), agg(runs)))
-            title = args.title or ", ".join(groups)
+            title = args.title or ", ".join(groups) or "policy history"
             written.append(plot_curves(curves, args.out, title, args.xmax, args.band))
-    except CurveError as e:
+    except (CurveError, CheckpointError) as e:
         print(f"plot.py: error: {e}", file=sys.stderr)
         return 2
     for path in written:

@@ -1,4 +1,4 @@
-"""AsyncSampler: which weights collect which rollout, buffer hand-over, recurrent state, shutdown."""
+"""AsyncCollector: which weights collect which rollout, buffer hand-over, recurrent state, shutdown."""
 import threading
 import time
 
@@ -7,8 +7,7 @@ import torch
 
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.sampler import AsyncSampler
-from a2c_ppo_acktr.storage import RolloutStorage
+from a2c_ppo_acktr.sampler import AsyncCollector
 
 T, N = 8, 2
 
@@ -28,10 +27,7 @@ def setup(recurrent=False, num_rollouts=5, log_dir=None, step=None):
     kwargs = {"recurrent": recurrent}
     learner = Policy(envs.observation_space.shape, envs.action_space, base_kwargs=kwargs)
     behaviour = Policy(envs.observation_space.shape, envs.action_space, base_kwargs=kwargs)
-    rollouts = RolloutStorage(T, N, envs.observation_space.shape, envs.action_space,
-                              learner.recurrent_hidden_state_size)
-    rollouts.obs[0].copy_(envs.reset())
-    sampler = AsyncSampler(envs, learner, behaviour, rollouts, num_rollouts, False)
+    sampler = AsyncCollector(envs, learner, behaviour, T, False, "cpu", num_rollouts)
     return envs, learner, sampler
 
 
@@ -59,7 +55,7 @@ def test_rollout_k_is_collected_by_the_weights_after_k_minus_1_updates(recurrent
     previous = None
     try:
         for k in range(5):
-            rollouts = sampler.next_rollout([], [None] * N)
+            rollouts = sampler.collect(learner)
             acted = log_probs_under(weights[max(k - 1, 0)], envs, recurrent, rollouts)
             torch.testing.assert_close(rollouts.action_log_probs, acted, atol=1e-4, rtol=1e-4)
             if k >= 1:  # ... and not by the learner's current weights (the test can tell them apart)
@@ -77,35 +73,32 @@ def test_rollout_k_is_collected_by_the_weights_after_k_minus_1_updates(recurrent
             weights.append(snapshot(learner))
             previous = rollouts, {name: getattr(rollouts, name)[-1].clone()
                                   for name in ("obs", "recurrent_hidden_states", "masks")}
-            sampler.release(rollouts, learner)  # from now on the sampler refills it
+            sampler.sync(learner, rollouts)  # from now on the sampler refills it
         assert sampler.lags == [0, 1, 1, 1, 1]
     finally:
         sampler.close()
-        envs.close()
     assert not sampler._thread.is_alive()
 
 
 def test_episode_stats_reach_the_learner(tmp_path):
     envs, learner, sampler = setup(num_rollouts=40, log_dir=str(tmp_path))  # Monitor: returns
-    returns, timeouts = [], [None] * N
     try:
         for _ in range(40):  # 640 random-policy CartPole steps: dozens of episodes end
-            sampler.release(sampler.next_rollout(returns, timeouts), learner)
+            sampler.sync(learner, sampler.collect(learner))
     finally:
         sampler.close()
-        envs.close()
-    assert len(returns) > 10 and all(r >= 1 for r in returns)
-    assert timeouts == [None] * N  # not real-time envs
-    assert sampler.obs_rms is not None and sampler.benchmarks == [None] * N
+    returns = list(sampler.episode_returns)  # the last 10
+    assert len(returns) == 10 and all(r >= 1 for r in returns)
+    assert sampler.timeouts == [None] * N  # not real-time envs
+    assert sampler.normalizer_state() is not None and sampler.benchmarks() == [None] * N
 
 
 def test_close_ends_the_thread_mid_rollout_and_env_errors_reach_the_learner():
     envs, learner, sampler = setup(num_rollouts=1000)
-    sampler.next_rollout([], [None] * N)  # the sampler now waits for a buffer: never released
+    sampler.collect(learner)  # the sampler now waits for a buffer: never released
     t0 = time.perf_counter()
     sampler.close()
     assert not sampler._thread.is_alive() and time.perf_counter() - t0 < 5
-    envs.close()
 
     calls = []
 
@@ -117,12 +110,11 @@ def test_close_ends_the_thread_mid_rollout_and_env_errors_reach_the_learner():
 
     envs, learner, sampler = setup(num_rollouts=1000, step=failing_step)
     try:
-        rollouts = sampler.next_rollout([], [None] * N)
-        sampler.release(rollouts, learner)
+        rollouts = sampler.collect(learner)
+        sampler.sync(learner, rollouts)
         with pytest.raises(RuntimeError, match="env 1 broke"):
-            sampler.next_rollout([], [None] * N)
+            sampler.collect(learner)
         assert not sampler._thread.is_alive()
     finally:
         sampler.close()
-        envs.close()
     assert not [t for t in threading.enumerate() if t.name == "sampler" and t.is_alive()]

@@ -16,7 +16,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # as workers.im
 ray = pytest.importorskip("ray")
 
 import main  # noqa: E402
-from a2c_ppo_acktr import workers  # noqa: E402
+from a2c_ppo_acktr import worker_group, workers  # noqa: E402
 from a2c_ppo_acktr.arguments import get_args  # noqa: E402
 from a2c_ppo_acktr.checkpoint import load_checkpoint, run_paths  # noqa: E402
 from tests.test_main import monitor_returns  # noqa: E402
@@ -74,7 +74,7 @@ def ray_session():
     # The workers (other processes) register the test envs too.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"worker_process_setup_hook": "tests.test_workers.register_test_envs",
-                          "env_vars": {"PYTHONPATH": workers.ROOT, "CRASH_MARKER": CRASH_MARKER}})
+                          "env_vars": {"PYTHONPATH": worker_group.ROOT, "CRASH_MARKER": CRASH_MARKER}})
     yield
     ray.shutdown()
 
@@ -162,7 +162,7 @@ def test_async_workers_sample_one_update_behind(tmp_path):
 def test_killed_worker_is_restarted_and_the_run_completes(tmp_path, capsys, monkeypatch):
     """SIGKILL a worker process during the run: Ray restarts it, its share of the update is
     re-sampled, the run finishes, and stdout and workers.log say what happened."""
-    collect = workers.WorkerGroup.collect
+    collect = worker_group.WorkerGroup.collect
     calls = []
 
     def collect_and_kill(self, *args, **kwargs):
@@ -173,7 +173,7 @@ def test_killed_worker_is_restarted_and_the_run_completes(tmp_path, capsys, monk
             os.kill(self.pids[1], signal.SIGKILL)
         return collect(self, *args, **kwargs)
 
-    monkeypatch.setattr(workers.WorkerGroup, "collect", collect_and_kill)
+    monkeypatch.setattr(worker_group.WorkerGroup, "collect", collect_and_kill)
     argv = TINY + ["--algo", "a2c", "--num-env-steps", "160", "--num-workers", "2"]
     log_dir, ckpt = run(tmp_path, argv, "fault")
     assert ckpt["env_steps"] == 160
@@ -189,7 +189,7 @@ def test_interrupt_saves_and_closes_the_workers(tmp_path, capsys, monkeypatch):
     closed, one line, exit status 130."""
     from a2c_ppo_acktr.algo import A2C_ACKTR
 
-    update, close, updates, closed = A2C_ACKTR.update, workers.WorkerGroup.close, [], []
+    update, close, updates, closed = A2C_ACKTR.update, worker_group.WorkerGroup.close, [], []
 
     def update_then_ctrl_c(self, rollouts):
         updates.append(1)
@@ -198,7 +198,7 @@ def test_interrupt_saves_and_closes_the_workers(tmp_path, capsys, monkeypatch):
         return update(self, rollouts)
 
     monkeypatch.setattr(A2C_ACKTR, "update", update_then_ctrl_c)
-    monkeypatch.setattr(workers.WorkerGroup, "close", lambda self: closed.append(close(self)))
+    monkeypatch.setattr(worker_group.WorkerGroup, "close", lambda self: closed.append(close(self)))
     argv = TINY + ["--algo", "a2c", "--num-env-steps", "3200", "--num-workers", "2",
                    "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
     assert main.main(argv) == 130
@@ -277,7 +277,7 @@ def test_restart_starts_envs_in_the_process_that_lives_on(tmp_path, how):
     else:  # the process died in sample; Ray has already restarted the actor
         actor.die()
         error = ray.exceptions.ActorUnavailableError("The actor is temporarily unavailable", None)
-    group = workers.WorkerGroup.__new__(workers.WorkerGroup)
+    group = worker_group.WorkerGroup.__new__(worker_group.WorkerGroup)
     group.ray, group.workers, group.pids, group.seed_base = FakeRay, [actor], [100], 0
     group.log_dir, group.version = str(tmp_path), 1
     group.events = open(tmp_path / "workers.log", "w")
@@ -317,7 +317,7 @@ def test_command_line_run_starts_a_loopback_ray(tmp_path):
     argv = TINY + ["--algo", "a2c", "--num-env-steps", "32", "--num-workers", "1",
                    "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    subprocess.run([sys.executable, "main.py"] + argv, cwd=workers.ROOT, env=env, check=True,
+    subprocess.run([sys.executable, "main.py"] + argv, cwd=worker_group.ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
     assert "this node's Ray address 127.0.0.1" in (files(argv)[0] / "workers.log").read_text()
 

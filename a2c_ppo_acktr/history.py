@@ -1,0 +1,48 @@
+"""A run's policy history (``main.py --save-history N``) evaluated into a learning curve of
+deterministic returns, one point per kept checkpoint (``scripts/plot.py --history``)."""
+import os
+import tempfile
+
+import numpy as np
+
+from a2c_ppo_acktr.checkpoint import (
+    CheckpointError,
+    build_policy,
+    history,
+    load_policy_checkpoint,
+)
+from a2c_ppo_acktr.envs import make_vec_envs
+from a2c_ppo_acktr.evaluation import run_episodes
+
+
+def evaluate_history(directory: str, num_episodes: int = 10, seed: int = 1000,
+                     num_processes: int = 1) -> list[tuple[int, list[float]]]:
+    """(env steps, ``num_episodes`` deterministic raw returns) of every checkpoint in
+    ``directory``, oldest first. Every checkpoint plays the same env seeds, so the points differ
+    by the policy only. ``CheckpointError`` when there is nothing to evaluate."""
+    if not os.path.isdir(directory):
+        raise CheckpointError(f"no policy history at {directory} (main.py --save-history N keeps "
+                              "<save-dir>/<algo>/<env>_seed<seed>_history/<steps>.pt)")
+    found = history(directory)
+    if not found:
+        raise CheckpointError(f"{directory} holds no <steps>.pt checkpoints of --save-history")
+    points = []
+    for steps, path in found:
+        ckpt = load_policy_checkpoint(path)
+        with tempfile.TemporaryDirectory() as log_dir:  # the Monitor's raw returns
+            envs = make_vec_envs(ckpt["env_name"], seed, num_processes, None, log_dir, "cpu",
+                                 True, env_kwargs=ckpt.get("env_kwargs"), episodic_life=False)
+            try:
+                returns = run_episodes(build_policy(ckpt, path, envs), envs, num_episodes)
+            finally:
+                envs.close()
+        points.append((steps, returns))
+    return points
+
+
+def history_curve(points: list[tuple[int, list[float]]]) -> tuple[np.ndarray, ...]:
+    """-> (steps, mean, min, max) over each point's episodes, as ``curves.aggregate`` returns."""
+    steps = np.array([s for s, _ in points], dtype=float)
+    returns = [np.asarray(r, dtype=float) for _, r in points]
+    return (steps, np.array([r.mean() for r in returns]), np.array([r.min() for r in returns]),
+            np.array([r.max() for r in returns]))
