@@ -7,19 +7,15 @@ no update) with the CNN policy on Atari, for two ``--vec-env`` kinds in alternat
 Reports env steps/s of collection per kind (median over rounds) and the ratio of the first two.
 """
 import argparse
-import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
 
-import torch  # noqa: E402
-
-from a2c_ppo_acktr.envs import make_vec_envs  # noqa: E402
-from a2c_ppo_acktr.model import Policy  # noqa: E402
-from a2c_ppo_acktr.rollout import collect_rollout  # noqa: E402
-from a2c_ppo_acktr.storage import RolloutStorage  # noqa: E402
+from a2c_ppo_acktr.envs import make_vec_envs
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.rollout import collect_rollout
+from a2c_ppo_acktr.storage import RolloutStorage
 
 
 def main(argv=None):
