@@ -108,8 +108,9 @@ class Policy(nn.Module):
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """-> value (N, 1), action_log_probs (N, 1), mean entropy (scalar), rnn_hxs (N, H).
 
-        For a recurrent policy N = T * n is a time-major sequence of n envs and ``rnn_hxs`` is
-        their state at its first step, (n, H) (``RolloutStorage.recurrent_generator``).
+        For a recurrent policy N = T * n is a time-major sequence of n envs, and ``rnn_hxs`` (in
+        and out) is (n, H): their state before its first step / after its last
+        (``RolloutStorage.recurrent_generator``).
         """
         value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
         dist = self.dist(actor_features)

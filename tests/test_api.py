@@ -84,7 +84,7 @@ DUNDERS = ("__init__", "__len__", "__getitem__")
 
 
 def _public_callables(module_name):
-    """name -> function for the public functions, methods and properties ``module_name`` defines."""
+    """name -> function: the public functions, methods and properties ``module_name`` defines."""
     mod = importlib.import_module(module_name)
     found = {}
     for name, obj in vars(mod).items():

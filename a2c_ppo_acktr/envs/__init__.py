@@ -29,7 +29,7 @@ from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 __all__ = [
     "VEC_ENV_KINDS", "AleVecEnv", "DummyVecEnv", "NativeVecEnv", "RunningMeanStd", "ShmemVecEnv",
-    "VecEnv", "VecEnvWrapper", "VecNormalize", "VecPyTorch", "VecPyTorchFrameStack", "check_env_kwargs",
-    "frame_channels", "get_vec_normalize", "make_env", "make_vec_envs", "merge_normalizer",
-    "normalizer_delta", "normalizer_state", "to_device",
+    "VecEnv", "VecEnvWrapper", "VecNormalize", "VecPyTorch", "VecPyTorchFrameStack",
+    "check_env_kwargs", "frame_channels", "get_vec_normalize", "make_env", "make_vec_envs",
+    "merge_normalizer", "normalizer_delta", "normalizer_state", "to_device",
 ]
