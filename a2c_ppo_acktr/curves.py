@@ -151,7 +151,7 @@ def aggregate(
     smooth: int = 20,
     band: str = "minmax",
     xmax: float | None = None,
-):
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Aggregate several seeds into a mean curve with a spread band.
 
     ``runs`` is a list of ``(steps, returns)`` (extra tuple items, e.g. the

@@ -26,23 +26,23 @@ class CategoricalDist:
 
     __slots__ = ("logits",)
 
-    def __init__(self, logits):
+    def __init__(self, logits: torch.Tensor) -> None:
         self.logits = torch.log_softmax(logits, -1)  # normalized log-probabilities
 
-    def sample(self):
+    def sample(self) -> torch.Tensor:
         # Inverse CDF: the first k with cdf[k] >= u, u ~ U[0, 1). A third of torch.multinomial's
         # cost for a few rows. The clamp guards a u above a last cdf that rounding left below 1.
         cdf = self.logits.exp().cumsum_(-1)
         u = torch.rand(cdf.shape[:-1] + (1,), device=cdf.device, dtype=cdf.dtype)
         return torch.searchsorted(cdf, u).clamp_(max=cdf.size(-1) - 1)
 
-    def log_probs(self, actions):
+    def log_probs(self, actions: torch.Tensor) -> torch.Tensor:
         return self.logits.gather(-1, actions.long())
 
-    def mode(self):
+    def mode(self) -> torch.Tensor:
         return self.logits.argmax(-1, keepdim=True)
 
-    def entropy(self):
+    def entropy(self) -> torch.Tensor:
         return -(self.logits.exp() * self.logits).sum(-1)
 
 
@@ -51,20 +51,20 @@ class DiagGaussianDist:
 
     __slots__ = ("mean", "logstd")
 
-    def __init__(self, mean, logstd):
+    def __init__(self, mean: torch.Tensor, logstd: torch.Tensor) -> None:
         self.mean, self.logstd = mean, logstd
 
-    def sample(self):
+    def sample(self) -> torch.Tensor:
         return self.mean + self.logstd.exp() * torch.randn_like(self.mean)
 
-    def log_probs(self, actions):
+    def log_probs(self, actions: torch.Tensor) -> torch.Tensor:
         z = (actions - self.mean) * torch.exp(-self.logstd)
         return (-0.5 * z.pow(2) - self.logstd - _HALF_LOG_2PI).sum(-1, keepdim=True)
 
-    def mode(self):
+    def mode(self) -> torch.Tensor:
         return self.mean
 
-    def entropy(self):
+    def entropy(self) -> torch.Tensor:
         ent = (0.5 + _HALF_LOG_2PI + self.logstd).sum(-1)
         return ent.expand(self.mean.shape[:-1])
 
@@ -74,20 +74,20 @@ class BernoulliDist:
 
     __slots__ = ("logits",)
 
-    def __init__(self, logits):
+    def __init__(self, logits: torch.Tensor) -> None:
         self.logits = logits
 
-    def sample(self):
+    def sample(self) -> torch.Tensor:
         return (torch.rand_like(self.logits) < torch.sigmoid(self.logits)).float()
 
-    def log_probs(self, actions):
+    def log_probs(self, actions: torch.Tensor) -> torch.Tensor:
         lp = -F.binary_cross_entropy_with_logits(self.logits, actions, reduction="none")
         return lp.sum(-1, keepdim=True)
 
-    def mode(self):
+    def mode(self) -> torch.Tensor:
         return (self.logits > 0).float()
 
-    def entropy(self):
+    def entropy(self) -> torch.Tensor:
         p = torch.sigmoid(self.logits)
         return F.binary_cross_entropy_with_logits(self.logits, p, reduction="none").sum(-1)
 
@@ -95,33 +95,33 @@ class BernoulliDist:
 class Categorical(nn.Module):
     """Head for ``Discrete(K)`` action spaces."""
 
-    def __init__(self, num_inputs, num_outputs):
+    def __init__(self, num_inputs: int, num_outputs: int) -> None:
         super().__init__()
         # Small gain: the initial policy is close to uniform (as the original).
         self.linear = init(nn.Linear(num_inputs, num_outputs), gain=0.01)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> CategoricalDist:
         return CategoricalDist(self.linear(x))
 
 
 class DiagGaussian(nn.Module):
     """Head for ``Box`` action spaces; the log-std is a free parameter, not a function of the state."""
 
-    def __init__(self, num_inputs, num_outputs, log_std_init: float = 0.0):
+    def __init__(self, num_inputs: int, num_outputs: int, log_std_init: float = 0.0) -> None:
         super().__init__()
         self.fc_mean = init(nn.Linear(num_inputs, num_outputs))
         self.logstd = nn.Parameter(torch.full((num_outputs,), float(log_std_init)))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> DiagGaussianDist:
         return DiagGaussianDist(self.fc_mean(x), self.logstd)
 
 
 class Bernoulli(nn.Module):
     """Head for ``MultiBinary(D)`` action spaces."""
 
-    def __init__(self, num_inputs, num_outputs):
+    def __init__(self, num_inputs: int, num_outputs: int) -> None:
         super().__init__()
         self.linear = init(nn.Linear(num_inputs, num_outputs))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> BernoulliDist:
         return BernoulliDist(self.linear(x))

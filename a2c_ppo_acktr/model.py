@@ -1,6 +1,10 @@
 """The actor-critic: ``Policy`` = a base network (CNN or MLP, optionally with a GRU) + an action head."""
+import argparse
 import math
+from collections.abc import Sequence
+from typing import NoReturn
 
+import gymnasium as gym
 import torch
 import torch.nn as nn
 from gymnasium import spaces
@@ -12,7 +16,7 @@ INITS = ("orthogonal", "default")
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
-def policy_kwargs(args) -> dict:
+def policy_kwargs(args: argparse.Namespace) -> dict:
     """``Policy`` keyword arguments from parsed ``main.py`` flags (or a checkpoint's copy of them).
 
     Unset ``--hidden-size`` / ``--activation`` keep each base's own default.
@@ -36,8 +40,9 @@ class Policy(nn.Module):
     Conv2d layers by PyTorch's own (SB3's ``ortho_init=False``).
     """
 
-    def __init__(self, obs_shape, action_space, base=None, base_kwargs=None,
-                 log_std_init: float = 0.0, init: str = "orthogonal"):
+    def __init__(self, obs_shape: Sequence[int], action_space: gym.Space,
+                 base: "type[NNBase] | None" = None, base_kwargs: dict | None = None,
+                 log_std_init: float = 0.0, init: str = "orthogonal") -> None:
         super().__init__()
         if init not in INITS:
             raise ValueError(f"unknown init {init!r}; expected one of {', '.join(INITS)}")
@@ -69,31 +74,44 @@ class Policy(nn.Module):
                     m.reset_parameters()
 
     @property
-    def is_recurrent(self):
+    def is_recurrent(self) -> bool:
         return self.base.is_recurrent
 
     @property
-    def recurrent_hidden_state_size(self):
+    def recurrent_hidden_state_size(self) -> int:
         """Size of rnn_hxs; 1 for feed-forward policies so storage code has one shape."""
         return self.base.recurrent_hidden_state_size
 
-    def forward(self, inputs, rnn_hxs, masks):
+    def forward(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
+                masks: torch.Tensor) -> NoReturn:
         raise NotImplementedError("use act, get_value or evaluate_actions")
 
-    def act(self, inputs, rnn_hxs, masks, deterministic=False):
-        """-> value (N, 1), action, action_log_probs (N, 1), rnn_hxs (N, H)."""
+    def act(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
+            deterministic: bool = False
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """inputs (N, *obs_shape), rnn_hxs (N, H), masks (N, 1) -> value (N, 1), action
+        ((N, 1) long for Discrete, (N, A) float for Box / MultiBinary), action_log_probs (N, 1),
+        rnn_hxs (N, H). ``deterministic`` takes the distribution's mode."""
         value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
         dist = self.dist(actor_features)
         action = dist.mode() if deterministic else dist.sample()
         return value, action, dist.log_probs(action), rnn_hxs
 
-    def get_value(self, inputs, rnn_hxs, masks):
+    def get_value(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
+                  masks: torch.Tensor) -> torch.Tensor:
         """-> value (N, 1)."""
         value, _, _ = self.base(inputs, rnn_hxs, masks)
         return value
 
-    def evaluate_actions(self, inputs, rnn_hxs, masks, action):
-        """-> value (N, 1), action_log_probs (N, 1), mean entropy (scalar), rnn_hxs."""
+    def evaluate_actions(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
+                         action: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """-> value (N, 1), action_log_probs (N, 1), mean entropy (scalar), rnn_hxs (N, H).
+
+        For a recurrent policy N = T * n is a time-major sequence of n envs, and ``rnn_hxs`` (in
+        and out) is (n, H): their state before its first step / after its last
+        (``RolloutStorage.recurrent_generator``).
+        """
         value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
         dist = self.dist(actor_features)
         return value, dist.log_probs(action), dist.entropy().mean(), rnn_hxs
@@ -102,7 +120,7 @@ class Policy(nn.Module):
 class NNBase(nn.Module):
     """Shared recurrent machinery: an optional GRU whose state is reset where ``masks`` is 0."""
 
-    def __init__(self, recurrent, recurrent_input_size, hidden_size):
+    def __init__(self, recurrent: bool, recurrent_input_size: int, hidden_size: int) -> None:
         super().__init__()
         self._hidden_size = hidden_size
         self._recurrent = recurrent
@@ -115,18 +133,19 @@ class NNBase(nn.Module):
                     nn.init.orthogonal_(param)
 
     @property
-    def is_recurrent(self):
+    def is_recurrent(self) -> bool:
         return self._recurrent
 
     @property
-    def recurrent_hidden_state_size(self):
+    def recurrent_hidden_state_size(self) -> int:
         return self._hidden_size if self._recurrent else 1
 
     @property
-    def output_size(self):
+    def output_size(self) -> int:
         return self._hidden_size
 
-    def _forward_gru(self, x, hxs, masks):
+    def _forward_gru(self, x: torch.Tensor, hxs: torch.Tensor,
+                     masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (T*N, D) time-major, hxs (N, H), masks (T*N, 1) -> outputs (T*N, H), final hxs (N, H).
 
         A mask of 0 at step t means a new episode starts at t: the state entering t is zeroed.
@@ -157,7 +176,8 @@ class NNBase(nn.Module):
 class CNNBase(NNBase):
     """The Nature DQN torso on uint8 (or 0..255 float) images (C, 84, 84)."""
 
-    def __init__(self, num_inputs, recurrent=False, hidden_size=512, activation="relu"):
+    def __init__(self, num_inputs: int, recurrent: bool = False, hidden_size: int = 512,
+                 activation: str = "relu") -> None:
         super().__init__(recurrent, hidden_size, hidden_size)
         act = ACTIVATIONS[activation]
         gain = nn.init.calculate_gain(activation)
@@ -172,7 +192,9 @@ class CNNBase(NNBase):
         # GPUs. The input is converted while still uint8, a quarter of the bytes of floats.
         self.main.to(memory_format=torch.channels_last)
 
-    def forward(self, inputs, rnn_hxs, masks):
+    def forward(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
+                masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """-> value (N, 1), actor features (N, hidden_size), rnn_hxs (N, H)."""
         x = self.main(inputs.contiguous(memory_format=torch.channels_last).float() / 255.0)
         if self.is_recurrent:
             x, rnn_hxs = self._forward_gru(x, rnn_hxs, masks)
@@ -182,20 +204,23 @@ class CNNBase(NNBase):
 class MLPBase(NNBase):
     """Separate actor and critic MLPs (two layers of ``hidden_size``, tanh or ReLU) on vectors."""
 
-    def __init__(self, num_inputs, recurrent=False, hidden_size=64, activation="tanh"):
+    def __init__(self, num_inputs: int, recurrent: bool = False, hidden_size: int = 64,
+                 activation: str = "tanh") -> None:
         super().__init__(recurrent, num_inputs, hidden_size)
         if recurrent:
             num_inputs = hidden_size
         gain = math.sqrt(2)  # the original's gain for tanh, kept for ReLU (it is ReLU's gain)
 
-        def tower():
+        def tower() -> nn.Sequential:
             return nn.Sequential(
                 init(nn.Linear(num_inputs, hidden_size), gain), ACTIVATIONS[activation](),
                 init(nn.Linear(hidden_size, hidden_size), gain), ACTIVATIONS[activation]())
         self.actor, self.critic = tower(), tower()
         self.critic_linear = init(nn.Linear(hidden_size, 1))
 
-    def forward(self, inputs, rnn_hxs, masks):
+    def forward(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
+                masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """-> value (N, 1), actor features (N, hidden_size), rnn_hxs (N, H)."""
         x = inputs
         if self.is_recurrent:
             x, rnn_hxs = self._forward_gru(x, rnn_hxs, masks)

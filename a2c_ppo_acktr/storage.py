@@ -7,8 +7,10 @@ actions (T, N, 1) for Discrete, (T, N, D) for Box and MultiBinary. Slot 0 of the
 the state the rollout started from. One addition: bootstrap_values (T, N, 1), the value of the real
 final observation of an episode truncated at step t (zero elsewhere).
 """
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple, Self
 
+import gymnasium as gym
 import torch
 from gymnasium import spaces
 
@@ -23,14 +25,15 @@ class Minibatch(NamedTuple):
     returns: torch.Tensor                  # (B, 1)
     masks: torch.Tensor                    # (B, 1)
     old_action_log_probs: torch.Tensor     # (B, 1)
-    advantages: torch.Tensor               # (B, 1)
+    advantages: torch.Tensor | None        # (B, 1); None when the generator was given None
 
 
 class RolloutStorage:
     """Fixed-size buffer for ``num_steps`` transitions of ``num_processes`` envs."""
 
-    def __init__(self, num_steps, num_processes, obs_shape, action_space,
-                 recurrent_hidden_state_size, obs_dtype=torch.float32):
+    def __init__(self, num_steps: int, num_processes: int, obs_shape: Sequence[int],
+                 action_space: gym.Space, recurrent_hidden_state_size: int,
+                 obs_dtype: torch.dtype = torch.float32) -> None:
         T, N = num_steps, num_processes
         self.obs = torch.zeros(T + 1, N, *obs_shape, dtype=obs_dtype)
         self.recurrent_hidden_states = torch.zeros(T + 1, N, recurrent_hidden_state_size)
@@ -52,15 +55,21 @@ class RolloutStorage:
     _fields = ("obs", "recurrent_hidden_states", "rewards", "value_preds", "returns",
                "action_log_probs", "bootstrap_values", "actions", "masks", "bad_masks")
 
-    def to(self, device):
+    def to(self, device: torch.device | str) -> Self:
+        """Move every tensor to ``device``; returns this storage."""
         for name in self._fields:
             setattr(self, name, getattr(self, name).to(device))
         return self
 
-    def insert(self, obs, recurrent_hidden_states, actions, action_log_probs, value_preds,
-               rewards, masks, bad_masks, bootstrap_values=None, columns=slice(None),
-               advance=True):
+    def insert(self, obs: torch.Tensor, recurrent_hidden_states: torch.Tensor,
+               actions: torch.Tensor, action_log_probs: torch.Tensor, value_preds: torch.Tensor,
+               rewards: torch.Tensor, masks: torch.Tensor, bad_masks: torch.Tensor,
+               bootstrap_values: torch.Tensor | None = None, columns: slice = slice(None),
+               advance: bool = True) -> None:
         """Store one step: ``obs``/``masks`` are those *after* the action (slot step+1).
+
+        Shapes (n = envs in ``columns``): obs (n, *obs_shape), recurrent_hidden_states (n, H),
+        actions (n, 1) or (n, A), the others (n, 1).
 
         ``columns`` (a slice of envs) stores one group's part of the step (a pipelined
         collector); ``advance=False`` keeps the step for the other groups' parts. The copies
@@ -82,7 +91,7 @@ class RolloutStorage:
         if advance:
             self.step = (s + 1) % self.num_steps
 
-    def after_update(self, next_rollouts=None):
+    def after_update(self, next_rollouts: "RolloutStorage | None" = None) -> None:
         """The last state of this rollout is the first of the next, held in ``next_rollouts``
         (by default this same storage; the asynchronous sampler alternates two)."""
         nxt = self if next_rollouts is None else next_rollouts
@@ -91,7 +100,8 @@ class RolloutStorage:
         nxt.masks[0].copy_(self.masks[-1])
         nxt.bad_masks[0].copy_(self.bad_masks[-1])
 
-    def compute_returns(self, next_value, use_gae, gamma, gae_lambda, use_proper_time_limits=True):
+    def compute_returns(self, next_value: torch.Tensor, use_gae: bool, gamma: float,
+                        gae_lambda: float, use_proper_time_limits: bool = True) -> None:
         """Fill ``returns`` (T+1, N, 1) from rewards, values and ``next_value`` (N, 1).
 
         The value after step t is V(s_{t+1}) if the episode goes on (masks[t+1] = 1), 0 if it
@@ -122,12 +132,17 @@ class RolloutStorage:
                 self.returns[t] = self.rewards[t] + gamma * (
                     masks[t] * self.returns[t + 1] + bootstrap[t])
 
-    def _flat(self, tensor):
+    def _flat(self, tensor: torch.Tensor) -> torch.Tensor:
         # (T or T+1, N, ...) -> (T * N, ...), dropping the bootstrap slot if present.
         return tensor[:self.num_steps].reshape(-1, *tensor.shape[2:])
 
-    def feed_forward_generator(self, advantages, num_mini_batch=None, mini_batch_size=None):
-        """Yield ``Minibatch``es covering every (step, env) sample exactly once, in random order."""
+    def feed_forward_generator(self, advantages: torch.Tensor | None,
+                               num_mini_batch: int | None = None,
+                               mini_batch_size: int | None = None) -> Iterator[Minibatch]:
+        """Yield ``Minibatch``es covering every (step, env) sample exactly once, in random order.
+
+        ``advantages`` (T, N, 1); ``mini_batch_size`` defaults to T * N // ``num_mini_batch``.
+        """
         T, N = self.rewards.shape[:2]
         batch_size = T * N
         if mini_batch_size is None:
@@ -150,7 +165,8 @@ class RolloutStorage:
             yield Minibatch(obs[idx], hxs[idx], actions[idx], value_preds[idx], returns[idx],
                             masks[idx], old_log_probs[idx], None if adv is None else adv[idx])
 
-    def recurrent_generator(self, advantages, num_mini_batch):
+    def recurrent_generator(self, advantages: torch.Tensor | None,
+                            num_mini_batch: int) -> Iterator[Minibatch]:
         """Yield ``Minibatch``es of whole env columns (all T steps of N / num_mini_batch envs).
 
         Tensors are flattened time-major, (T, n, ...) -> (T * n, ...), which is what

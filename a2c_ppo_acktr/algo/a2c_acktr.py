@@ -4,6 +4,8 @@ import torch.nn as nn
 import torch.optim as optim
 
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.storage import RolloutStorage
 
 
 class A2C_ACKTR:
@@ -20,8 +22,9 @@ class A2C_ACKTR:
     drawn from the current policy and unit Gaussian noise on the values.
     """
 
-    def __init__(self, actor_critic, value_loss_coef, entropy_coef, lr=None, eps=None,
-                 alpha=None, max_grad_norm=None, acktr=False):
+    def __init__(self, actor_critic: Policy, value_loss_coef: float, entropy_coef: float,
+                 lr: float | None = None, eps: float | None = None, alpha: float | None = None,
+                 max_grad_norm: float | None = None, acktr: bool = False) -> None:
         self.actor_critic = actor_critic
         self.acktr = acktr
         self.value_loss_coef = value_loss_coef
@@ -34,9 +37,11 @@ class A2C_ACKTR:
             # over them, which costs more than the arithmetic for small networks.
             self.optimizer = optim.RMSprop(actor_critic.parameters(), lr, eps=eps, alpha=alpha,
                                            foreach=True)
-        self.stats = {}
+        self.stats: dict[str, float] = {}
 
-    def update(self, rollouts):
+    def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
+        """One gradient step on the whole rollout (returns computed); -> value_loss,
+        action_loss, dist_entropy."""
         obs_shape = rollouts.obs.shape[2:]
         action_dim = rollouts.actions.shape[-1]
         T, N, _ = rollouts.rewards.shape

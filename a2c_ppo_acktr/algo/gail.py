@@ -15,7 +15,9 @@ loadable with ``torch.load(weights_only=True)``::
     env_name, obs_shape (list), action_space (str of the gymnasium space)
 """
 import os
+from collections.abc import Callable, Iterable
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
@@ -24,6 +26,7 @@ from gymnasium import spaces
 
 from a2c_ppo_acktr.envs import RunningMeanStd
 from a2c_ppo_acktr.checkpoint import save_checkpoint
+from a2c_ppo_acktr.storage import RolloutStorage
 
 REWARDS = ("airl", "gail")
 EXPERT_KEYS = ("states", "actions", "rewards", "lengths", "env_name", "obs_shape", "action_space")
@@ -33,12 +36,12 @@ class GailError(ValueError):
     """A missing, unreadable or mismatched expert file, or spaces GAIL does not handle; one line."""
 
 
-def expert_path(experts_dir, env_name):
+def expert_path(experts_dir: str, env_name: str) -> str:
     """``<experts_dir>/trajs_<env-name>.pt`` ('/' in the id becomes '_', as for checkpoints)."""
     return os.path.join(experts_dir, f"trajs_{env_name.replace('/', '_')}.pt")
 
 
-def save_expert_file(data, experts_dir):
+def save_expert_file(data: dict, experts_dir: str) -> str:
     """Write ``data`` (the expert file dict) to ``expert_path`` atomically; -> a one-line summary."""
     path = expert_path(experts_dir, data["env_name"])
     save_checkpoint(data, path)
@@ -49,7 +52,7 @@ def save_expert_file(data, experts_dir):
             f"lengths {lengths.min().item()}-{lengths.max().item()}")
 
 
-def load_expert_file(path):
+def load_expert_file(path: str) -> dict:
     """Read an expert file (dict of tensors and plain values); ``GailError`` if unusable."""
     if not os.path.isfile(path):
         raise GailError(f"no expert file at {path}")
@@ -73,7 +76,8 @@ class ExpertDataset(torch.utils.data.Dataset):
     (1,) int64 or (action_dim,) float32.
     """
 
-    def __init__(self, file_name, num_trajectories=4, subsample_frequency=20):
+    def __init__(self, file_name: str, num_trajectories: int = 4,
+                 subsample_frequency: int = 20) -> None:
         data = load_expert_file(file_name)
         self.env_name, self.obs_shape = data["env_name"], list(data["obs_shape"])
         self.action_space = data["action_space"]
@@ -96,14 +100,15 @@ class ExpertDataset(torch.utils.data.Dataset):
             raise GailError(f"{file_name}: trajectories shorter than the subsampling "
                             f"frequency {subsample_frequency} leave no samples")
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.states)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.states[i], self.actions[i]
 
 
-def check_expert_data(dataset, path, env_name, observation_space, action_space):
+def check_expert_data(dataset: ExpertDataset, path: str, env_name: str,
+                      observation_space: gym.Space, action_space: gym.Space) -> None:
     """``GailError`` unless ``dataset`` was recorded in this env with these spaces."""
     expected = {"env_name": env_name, "obs_shape": list(observation_space.shape),
                 "action_space": str(action_space)}
@@ -122,8 +127,9 @@ class Discriminator(nn.Module):
     divided by the running std of the discounted sum of that reward.
     """
 
-    def __init__(self, observation_space, action_space, hidden_size=100, reward="airl",
-                 lr=1e-3, device="cpu"):
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space,
+                 hidden_size: int = 100, reward: str = "airl", lr: float = 1e-3,
+                 device: torch.device | str = "cpu") -> None:
         super().__init__()
         if len(observation_space.shape) != 1:
             raise GailError(f"GAIL here takes vector observations; this env's are of shape "
@@ -150,7 +156,7 @@ class Discriminator(nn.Module):
         self.ret_rms = RunningMeanStd(shape=())
         self.returns = None  # (N, 1) discounted sum of the learned reward, per env
 
-    def encode(self, states, actions):
+    def encode(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """(B, obs_dim), (B, 1) int or (B, action_dim) -> the trunk's input (B, obs_dim + action_dim)."""
         dtype = self.trunk[0].weight.dtype
         if self.discrete:
@@ -159,11 +165,12 @@ class Discriminator(nn.Module):
             actions = torch.max(torch.min(actions.to(dtype), self.high), self.low)
         return torch.cat([states.to(dtype), actions], dim=1)
 
-    def forward(self, states, actions):
+    def forward(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Logits of D, (B, 1)."""
         return self.trunk(self.encode(states, actions))
 
-    def compute_grad_pen(self, expert_data, policy_data, lambda_=10):
+    def compute_grad_pen(self, expert_data: torch.Tensor, policy_data: torch.Tensor,
+                         lambda_: float = 10) -> torch.Tensor:
         """lambda * E[(||grad_x trunk(x)||_2 - 1)^2] at random interpolates of the encoded pairs."""
         alpha = torch.rand(expert_data.size(0), 1, device=expert_data.device, dtype=expert_data.dtype)
         mixup_data = (alpha * expert_data + (1 - alpha) * policy_data).requires_grad_(True)
@@ -172,7 +179,10 @@ class Discriminator(nn.Module):
                                    grad_outputs=torch.ones_like(disc), create_graph=True)[0]
         return lambda_ * (grad.norm(2, dim=1) - 1).pow(2).mean()
 
-    def update(self, expert_loader, rollouts, obsfilt=None, epochs=1):
+    def update(self, expert_loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
+               rollouts: RolloutStorage,
+               obsfilt: Callable[[np.ndarray], np.ndarray] | None = None,
+               epochs: int = 1) -> dict[str, float]:
         """``epochs`` passes over ``expert_loader``; returns the mean loss and accuracies.
 
         Each expert batch (raw states, normalized here by ``obsfilt``: numpy -> numpy, the envs'
@@ -218,7 +228,8 @@ class Discriminator(nn.Module):
                         totals))
 
     @torch.no_grad()
-    def predict_reward(self, state, action, gamma, masks, update_rms=True):
+    def predict_reward(self, state: torch.Tensor, action: torch.Tensor, gamma: float,
+                       masks: torch.Tensor, update_rms: bool = True) -> torch.Tensor:
         """Learned reward of one step of N envs, (N, 1), scaled by 1 / std of its return.
 
         ``masks`` (N, 1) is 0 where ``state`` begins an episode (``rollouts.masks[step]``).
@@ -234,13 +245,14 @@ class Discriminator(nn.Module):
             self.ret_rms.update(self.returns.reshape(-1).cpu().numpy())
         return reward / float(self.ret_rms.var + 1e-8) ** 0.5
 
-    def full_state_dict(self):
+    def full_state_dict(self) -> dict:
         """Parameters, optimizer and return statistics: what ``--resume`` needs."""
         return {"model": self.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "ret_rms": self.ret_rms.state_dict(),
                 "returns": None if self.returns is None else self.returns.cpu()}
 
-    def load_full_state_dict(self, d):
+    def load_full_state_dict(self, d: dict) -> None:
+        """Restore what ``full_state_dict`` saved."""
         self.load_state_dict(d["model"])
         self.optimizer.load_state_dict(d["optimizer"])
         self.ret_rms.load_state_dict(d["ret_rms"])

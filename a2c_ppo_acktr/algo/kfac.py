@@ -22,13 +22,15 @@ and the running factors / their eigendecompositions) and the param group (``lr``
 ``param_groups[0]["lr"]`` is the K-FAC lr and a learning-rate schedule may change it.
 """
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 
-def _extract_patches(x, kernel_size, stride, padding, dilation):
+def _extract_patches(x: torch.Tensor, kernel_size: tuple[int, int], stride: tuple[int, int],
+                     padding: tuple[int, int], dilation: tuple[int, int]) -> torch.Tensor:
     """(N, C, H, W) -> (N, out_h, out_w, C*kh*kw): the input patch seen by each output position."""
     patches = F.unfold(x, kernel_size, dilation=dilation, padding=padding, stride=stride)
     n, ckk, length = patches.shape
@@ -37,7 +39,7 @@ def _extract_patches(x, kernel_size, stride, padding, dilation):
     return patches.transpose(1, 2).reshape(n, out_h, out_w, ckk)
 
 
-def compute_cov_a(a, module):
+def compute_cov_a(a: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tensor:
     """Running-factor estimate of A for one batch of inputs ``a`` of ``module``.
 
     Linear: rows ``[a, 1]``, ``A = a^T a / N``. Conv2d: one row ``[patch, 1] / spatial`` per output
@@ -57,7 +59,7 @@ def compute_cov_a(a, module):
     return a.t() @ (a / batch_size)
 
 
-def compute_cov_g(g, module):
+def compute_cov_g(g: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tensor:
     """Running-factor estimate of G for the gradients ``g`` w.r.t. the outputs of ``module``.
 
     The loss is a batch mean, so each per-sample gradient is scaled back up by the batch size N.
@@ -74,7 +76,7 @@ def compute_cov_g(g, module):
     return g_.t() @ (g_ / g.size(0))
 
 
-def _update_running_stat(new, running, decay):
+def _update_running_stat(new: torch.Tensor, running: torch.Tensor, decay: float) -> None:
     running.mul_(decay).add_(new, alpha=1 - decay)
 
 
@@ -86,8 +88,9 @@ class KFACOptimizer(torch.optim.Optimizer):
     ``Tf`` steps. The first accumulation initialises the running factors to the batch estimate.
     """
 
-    def __init__(self, model, lr=0.25, momentum=0.9, stat_decay=0.99, kl_clip=0.001,
-                 damping=1e-2, weight_decay=0, Ts=1, Tf=10):
+    def __init__(self, model: nn.Module, lr: float = 0.25, momentum: float = 0.9,
+                 stat_decay: float = 0.99, kl_clip: float = 0.001, damping: float = 1e-2,
+                 weight_decay: float = 0, Ts: int = 1, Tf: int = 10) -> None:
         defaults = dict(lr=lr, momentum=momentum, stat_decay=stat_decay, kl_clip=kl_clip,
                         damping=damping, weight_decay=weight_decay, Ts=Ts, Tf=Tf, steps=0)
         super().__init__(model.parameters(), defaults)
@@ -98,35 +101,36 @@ class KFACOptimizer(torch.optim.Optimizer):
 
     # The hyper-parameters as attributes, like the original (group 0 holds them).
     @property
-    def steps(self):
+    def steps(self) -> int:
         return self.param_groups[0]["steps"]
 
     @property
-    def lr(self):
+    def lr(self) -> float:
         return self.param_groups[0]["lr"]
 
     @property
-    def Ts(self):
+    def Ts(self) -> int:
         return self.param_groups[0]["Ts"]
 
     @property
-    def Tf(self):
+    def Tf(self) -> int:
         return self.param_groups[0]["Tf"]
 
-    def _forward_hook(self, module, inputs, output):
+    def _forward_hook(self, module: nn.Module, inputs: tuple[torch.Tensor, ...],
+                      output: torch.Tensor) -> None:
         """While ``acc_stats``: keep this call's input and hook the gradient of its output."""
         if not (self.acc_stats and torch.is_grad_enabled() and output.requires_grad):
             return
         a = inputs[0].detach()
 
-        def record(grad_output):
+        def record(grad_output: torch.Tensor) -> None:
             if self.acc_stats:  # the Fisher backward, not the loss backward that follows
                 self._accumulate(module, a, grad_output.detach())
 
         output.register_hook(record)
 
     @torch.no_grad()
-    def _accumulate(self, module, a, g):
+    def _accumulate(self, module: nn.Linear | nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> None:
         decay = self.param_groups[0]["stat_decay"]
         state = self.state[module.weight]
         aa, gg = compute_cov_a(a.to(module.weight.dtype), module), compute_cov_g(g, module)
@@ -136,13 +140,15 @@ class KFACOptimizer(torch.optim.Optimizer):
             _update_running_stat(aa, state["m_aa"], decay)
             _update_running_stat(gg, state["m_gg"], decay)
 
-    def remove_hooks(self):
+    def remove_hooks(self) -> None:
+        """Detach the forward hooks from the model's layers (the optimizer records no more)."""
         for h in self._handles:
             h.remove()
         self._handles = []
 
     @torch.no_grad()
-    def precondition(self, module, damping):
+    def precondition(self, module: nn.Linear | nn.Conv2d,
+                     damping: float) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The natural gradient of ``module``'s weight (and bias) from the current eigenbasis."""
         state = self.state[module.weight]
         grad = module.weight.grad.reshape(module.weight.size(0), -1)
@@ -159,7 +165,8 @@ class KFACOptimizer(torch.optim.Optimizer):
         return v.reshape(module.weight.shape), None
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        """One K-FAC step on the gradients of the parameters; returns ``closure()`` if given."""
         loss = None
         if closure is not None:
             with torch.enable_grad():

@@ -3,6 +3,9 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.storage import RolloutStorage
+
 ADVANTAGE_NORMS = ("batch", "minibatch", "none")
 
 
@@ -21,9 +24,11 @@ class PPO:
     original), "minibatch" over each minibatch (SB3, CleanRL), "none" leaves them raw.
     """
 
-    def __init__(self, actor_critic, clip_param, ppo_epoch, num_mini_batch, value_loss_coef,
-                 entropy_coef, lr=None, eps=None, max_grad_norm=None, use_clipped_value_loss=True,
-                 advantage_norm: str = "batch"):
+    def __init__(self, actor_critic: Policy, clip_param: float, ppo_epoch: int,
+                 num_mini_batch: int, value_loss_coef: float, entropy_coef: float,
+                 lr: float | None = None, eps: float | None = None,
+                 max_grad_norm: float | None = None, use_clipped_value_loss: bool = True,
+                 advantage_norm: str = "batch") -> None:
         if advantage_norm not in ADVANTAGE_NORMS:
             raise ValueError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
                              f"{', '.join(ADVANTAGE_NORMS)}")
@@ -39,9 +44,11 @@ class PPO:
         # fused: one kernel for all parameters instead of a Python loop over them; on CPU the
         # loop's per-tensor overhead is a visible share of a small-MLP update.
         self.optimizer = optim.Adam(actor_critic.parameters(), lr=lr, eps=eps, fused=True)
-        self.stats = {}
+        self.stats: dict[str, float] = {}
 
-    def update(self, rollouts):
+    def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
+        """``ppo_epoch`` passes over ``rollouts`` (returns computed); -> mean value_loss,
+        action_loss, dist_entropy over the minibatches."""
         advantages = rollouts.returns[:-1] - rollouts.value_preds[:-1]  # (T, N, 1)
         if self.advantage_norm == "batch":
             advantages = standardize(advantages)

@@ -25,9 +25,10 @@ agent's steps only (classic also counts those reset steps). ``tests/test_envs_ba
 the two give the same episodes and scores once those resets are aligned.
 """
 import numpy as np
+from gymnasium.envs.registration import EnvSpec
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
-from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv
+from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult
 from a2c_ppo_acktr.envs.single import _register_ale
 
 # gym.make kwargs of the ALE ids that AtariVectorEnv takes too, under the same names.
@@ -46,7 +47,7 @@ def ale_vector_available() -> bool:
     return True
 
 
-def ale_kwargs(spec, env_kwargs=None) -> dict:
+def ale_kwargs(spec: EnvSpec, env_kwargs: dict | None = None) -> dict:
     """``AtariVectorEnv`` arguments for a registered ALE id and the user's ``--env-kwargs``;
     a one-line ValueError for a kwarg it does not take."""
     unknown = sorted(set(env_kwargs or ()) - set(SUPPORTED_KWARGS))
@@ -63,7 +64,8 @@ def ale_kwargs(spec, env_kwargs=None) -> dict:
 class _Group:
     """One ``AtariVectorEnv`` of ``n`` envs and the per-env state of our additions."""
 
-    def __init__(self, n, ale_args, threads, episodic_life, monitor):
+    def __init__(self, n: int, ale_args: dict, threads: int, episodic_life: bool,
+                 monitor: EpisodeMonitor) -> None:
         from ale_py.vector_env import AtariVectorEnv
 
         try:
@@ -78,13 +80,13 @@ class _Group:
         self.frame = np.zeros(n, np.int32)   # ALE's episode frame number
         self.valid = np.full(n, self.stack)  # frames of the learner's episode in the stack
 
-    def reset(self, seed):
+    def reset(self, seed: int | None) -> np.ndarray:
         obs, info = self.ale.reset(seed=seed)
         self.lives, self.frame = info["lives"], info["episode_frame_number"]
         self.valid[:] = self.stack
         return obs
 
-    def recv(self):
+    def recv(self) -> StepResult:
         obs, raw, terminated, truncated, info = self.ale.recv()
         infos = [{} for _ in range(self.n)]
         ended = terminated | truncated  # ALE reset these games
@@ -105,7 +107,8 @@ class _Group:
         rewards = np.sign(raw).astype(np.float32)  # raw scores are integers: sign = clip to [-1, 1]
         return obs, rewards, terminated, truncated, infos
 
-    def _hide_previous_life(self, obs, infos, ended, lost):
+    def _hide_previous_life(self, obs: np.ndarray, infos: list[dict], ended: np.ndarray,
+                            lost: np.ndarray) -> None:
         """Zero the frames of the previous life in the stacks the learner sees (and in final
         observations taken while some were still in view), as a frame stack reset would."""
         pending = self.valid < self.stack
@@ -138,7 +141,7 @@ class AleVecEnv(BatchedVecEnv):
                  log_dir: str | None = None, monitor_append: bool = False,
                  env_kwargs: dict | None = None, episodic_life: bool = True,
                  frame_stack: int = 4, groups: int = 1, threads: int = 1,
-                 noop_max: int = 30, fire_reset: bool = True):
+                 noop_max: int = 30, fire_reset: bool = True) -> None:
         import gymnasium as gym
 
         _register_ale()
@@ -178,16 +181,16 @@ class AleVecEnv(BatchedVecEnv):
         self._seed = None  # later resets continue each env's RNG, as SeedFirstReset
         return obs[0] if len(obs) == 1 else np.concatenate(obs)
 
-    def send(self, actions, group: int = 0) -> None:
+    def send(self, actions: np.ndarray, group: int = 0) -> None:
         """Start stepping ``group`` with ``actions`` (its envs' rows); returns at once."""
         actions = np.asarray(actions).reshape(self._size).astype(np.int64, copy=False)
         self._groups[group].ale.send(actions)
 
-    def recv(self, group: int = 0):
+    def recv(self, group: int = 0) -> StepResult:
         """Wait for ``group``'s step: obs, rewards (clipped) f32, terminated, truncated, infos."""
         return self._groups[group].recv()
 
-    def step(self, actions):
+    def step(self, actions: np.ndarray) -> StepResult:
         """Step every env: obs, rewards (clipped) f32, terminated, truncated, infos (numpy)."""
         actions = np.asarray(actions).reshape(self.num_envs)
         for g in range(self.num_groups):

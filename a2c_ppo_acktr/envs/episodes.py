@@ -19,7 +19,7 @@ class EpisodeMonitor:
     """
 
     def __init__(self, num_envs: int, env_id: str, log_dir: str | None = None,
-                 first_rank: int = 0, append: bool = False):
+                 first_rank: int = 0, append: bool = False) -> None:
         self.returns = np.zeros(num_envs)                # float64, as Monitor's sum of floats
         self.lengths = np.zeros(num_envs, np.int64)
         self.t_start = np.full(num_envs, time.time())  # per env, as each Monitor has its own

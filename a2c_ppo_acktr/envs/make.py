@@ -1,18 +1,21 @@
 """``make_vec_envs``: the one entry point that builds the whole env stack, and the choice of
 vector-env backend (``auto``)."""
+import torch
+from gymnasium.envs.registration import EnvSpec
+
 from a2c_ppo_acktr.envs.ale import AleVecEnv, ale_vector_available
 from a2c_ppo_acktr.envs.native import NativeVecEnv, has_native
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.single import _env_spec, _is_atari, check_env_kwargs, make_env
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
-from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, _num_cpus
+from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnvWrapper, _num_cpus
 
 VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 _announced = set()
 
 
-def _auto_vec_env(spec, num_envs, render_mode):
+def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None) -> str:
     """The backend ``auto`` picks; docs/benchmarks.md has the measurements behind it."""
     if render_mode is None and _is_atari(spec) and ale_vector_available():
         return "ale"
@@ -23,14 +26,15 @@ def _auto_vec_env(spec, num_envs, render_mode):
     return "shmem" if num_envs > 1 and not cheap and _num_cpus() > 2 else "dummy"
 
 
-def _announce(env_name, kind):
+def _announce(env_name: str, kind: str) -> None:
     """One line, once per process, when ``auto`` leaves the classic per-env stack."""
     if (env_name, kind) not in _announced:
         _announced.add((env_name, kind))
         print(f"envs: {env_name} on --vec-env {kind} (auto)", flush=True)
 
 
-def _check_backend(kind, spec, env_name, render_mode, num_envs):
+def _check_backend(kind: str, spec: EnvSpec, env_name: str, render_mode: str | None,
+                   num_envs: int) -> None:
     if kind.startswith("ale") and not _is_atari(spec):
         raise ValueError(f"--vec-env {kind} runs Atari ids only, not {env_name}")
     if kind.startswith("ale") and not ale_vector_available():
@@ -44,11 +48,20 @@ def _check_backend(kind, spec, env_name, render_mode, num_envs):
         raise ValueError(f"--vec-env {kind} does not render; use --vec-env dummy")
 
 
-def make_vec_envs(env_name, seed, num_processes, gamma, log_dir, device, allow_early_resets,
-                  num_frame_stack=None, vec_env="auto", render_mode=None, monitor_append=False,
-                  num_workers=None, env_kwargs=None, first_rank=0, episodic_life=True):
+def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | None,
+                  log_dir: str | None, device: torch.device | str, allow_early_resets: bool,
+                  num_frame_stack: int | None = None, vec_env: str = "auto",
+                  render_mode: str | None = None, monitor_append: bool = False,
+                  num_workers: int | None = None, env_kwargs: dict | None = None,
+                  first_rank: int = 0, episodic_life: bool = True
+                  ) -> VecPyTorch | VecPyTorchFrameStack:
     """Build the full stack: N envs -> backend -> VecNormalize (vector obs) -> VecPyTorch
     -> VecPyTorchFrameStack (images: ``num_frame_stack`` or 4; vectors: only if given).
+
+    The result speaks torch on ``device``: ``reset() -> obs (N, *obs_shape)``, ``step(actions)
+    -> obs, reward (N, 1), terminated (N,), truncated (N,), infos`` (``torch_vec.VecPyTorch``).
+    ``gamma`` None normalizes observations only (evaluation); ``log_dir`` None writes no
+    monitor files.
 
     Backends (``vec_env``): ``dummy`` / ``shmem`` step the classic per-env stack
     (``single.make_env``) in this process / in worker processes; ``ale`` runs Atari ids in ALE's
@@ -99,7 +112,7 @@ def make_vec_envs(env_name, seed, num_processes, gamma, log_dir, device, allow_e
     return envs
 
 
-def frame_channels(envs) -> int | None:
+def frame_channels(envs: VecEnvWrapper) -> int | None:
     """Channels of one frame where ``envs`` (``make_vec_envs``'s) stack frames so that each
     step's stack is the last one shifted by a frame plus the new one (zeros plus the new one
     where an episode ended), else None. ``workers.pack_frames`` relies on exactly that."""

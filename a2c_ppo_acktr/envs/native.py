@@ -10,10 +10,11 @@ env seeded ``seed + rank``.
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
-from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv
+from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult
 
 
 def _reset_cartpole(env: CartPoleVectorEnv, done: np.ndarray, obs: np.ndarray) -> None:
@@ -29,7 +30,7 @@ def _reset_cartpole(env: CartPoleVectorEnv, done: np.ndarray, obs: np.ndarray) -
 _SAME_STEP_RESETS = {CartPoleVectorEnv: _reset_cartpole}
 
 
-def has_native(spec) -> bool:
+def has_native(spec: EnvSpec) -> bool:
     """Whether ``spec`` has a vector entry point that ``NativeVecEnv`` can run."""
     return spec.vector_entry_point is not None
 
@@ -41,7 +42,7 @@ class NativeVecEnv(BatchedVecEnv):
 
     def __init__(self, env_id: str, num_envs: int, seed: int, first_rank: int = 0,
                  log_dir: str | None = None, monitor_append: bool = False,
-                 env_kwargs: dict | None = None):
+                 env_kwargs: dict | None = None) -> None:
         try:
             self.env = gym.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point",
                                     **(env_kwargs or {}))
@@ -64,7 +65,7 @@ class NativeVecEnv(BatchedVecEnv):
         self._seed = None  # seeded once; later resets continue the RNG
         return obs
 
-    def step(self, actions):
+    def step(self, actions: np.ndarray) -> StepResult:
         """Step every env: obs, rewards f32, terminated, truncated, infos (numpy)."""
         actions = np.asarray(actions, self.action_space.dtype).reshape(
             self.num_envs, *self.action_space.shape)

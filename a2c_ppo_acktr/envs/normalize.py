@@ -1,19 +1,24 @@
 """Running normalization of observations and returns (``VecNormalize``), and merging the
 statistics of several copies (Ray workers, DDP ranks)."""
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
-from a2c_ppo_acktr.envs.vec_env import VecEnvWrapper
+from a2c_ppo_acktr.envs.vec_env import StepResult, VecEnv, VecEnvWrapper
+
+# name -> (mean, var, count) of the data seen (``normalizer_delta``).
+Moments = dict[str, tuple[np.ndarray, np.ndarray, float]]
 
 class RunningMeanStd:
     """Running mean / variance of a stream of batches (parallel algorithm, as baselines / SB3)."""
 
-    def __init__(self, epsilon=1e-4, shape=()):
+    def __init__(self, epsilon: float = 1e-4, shape: tuple[int, ...] = ()) -> None:
         self.mean = np.zeros(shape, np.float64)
         self.var = np.ones(shape, np.float64)
         self.count = epsilon
 
-    def update(self, x):
+    def update(self, x: np.ndarray) -> None:
         """x: (batch, *shape)."""
         # np.mean / np.var go through Python-level wrappers (~10-25 us each on a batch of 8);
         # the same arithmetic with ufunc reductions, in place where it can be, is ~5x cheaper,
@@ -27,7 +32,8 @@ class RunningMeanStd:
         batch_var /= n
         self.update_from_moments(batch_mean, batch_var, n)
 
-    def update_from_moments(self, batch_mean, batch_var, batch_count):
+    def update_from_moments(self, batch_mean: np.ndarray, batch_var: np.ndarray,
+                            batch_count: float) -> None:
         delta = batch_mean - self.mean
         tot_count = self.count + batch_count
         m2 = self.var * self.count
@@ -38,17 +44,18 @@ class RunningMeanStd:
         self.var = m2
         self.count = tot_count
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
+        """{"mean": tensor, "var": tensor, "count": float} (float64, ``weights_only``-safe)."""
         return {"mean": torch.from_numpy(np.array(self.mean)),
                 "var": torch.from_numpy(np.array(self.var)), "count": float(self.count)}
 
-    def load_state_dict(self, d):
+    def load_state_dict(self, d: dict) -> None:
         self.mean = d["mean"].numpy().astype(np.float64)
         self.var = d["var"].numpy().astype(np.float64)
         self.count = float(d["count"])
 
 
-def normalizer_delta(before, after):
+def normalizer_delta(before: dict, after: dict) -> Moments:
     """The data a VecNormalize saw between two of its ``state_dict``s, as moments of its own.
 
     Inverts the parallel merge of ``RunningMeanStd.update_from_moments``: returns
@@ -72,7 +79,7 @@ def normalizer_delta(before, after):
     return delta
 
 
-def merge_normalizer(state, deltas):
+def merge_normalizer(state: dict, deltas: Sequence[Moments]) -> dict:
     """``state`` (a ``VecNormalize.state_dict``) with the data of each of ``deltas`` merged in."""
     merged = {}
     for name, s in state.items():
@@ -85,7 +92,7 @@ def merge_normalizer(state, deltas):
     return merged
 
 
-def _clip(x, bound):
+def _clip(x: np.ndarray, bound: float) -> np.ndarray:
     """``np.clip(x, -bound, bound)`` as float32, in place on the fresh float64 array ``x``
     (two ufunc calls: ``np.clip``'s Python-level wrapper costs more than the work here)."""
     np.maximum(x, -bound, out=x)
@@ -100,7 +107,8 @@ class VecNormalize(VecEnvWrapper):
     ``final_obs`` in infos is normalized too (without updating them).
     """
 
-    def __init__(self, venv, ob=True, ret=True, clip_obs=10., clip_reward=10., gamma=0.99, epsilon=1e-8):
+    def __init__(self, venv: VecEnv, ob: bool = True, ret: bool = True, clip_obs: float = 10.,
+                 clip_reward: float = 10., gamma: float = 0.99, epsilon: float = 1e-8) -> None:
         super().__init__(venv)
         self.ob_rms = RunningMeanStd(shape=self.observation_space.shape) if ob else None
         self.ret_rms = RunningMeanStd(shape=()) if ret else None
@@ -110,30 +118,31 @@ class VecNormalize(VecEnvWrapper):
         self.training = True
         self.raw_obs = None  # the last un-normalized observations (gail_experts/generate.py)
 
-    def train(self):
+    def train(self) -> None:
         self.training = True
 
-    def eval(self):
+    def eval(self) -> None:
         self.training = False
 
-    def normalize_obs(self, obs):
+    def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
         """Normalize (and clip) without updating the statistics; returns float32."""
         if self.ob_rms is None:
             return obs
         rms = self.ob_rms
         return _clip((obs - rms.mean) / np.sqrt(rms.var + self.epsilon), self.clip_obs)
 
-    def _obs(self, obs):
+    def _obs(self, obs: np.ndarray) -> np.ndarray:
         self.raw_obs = obs  # a fresh array from the vec env: no copy needed to keep it
         if self.ob_rms is not None and self.training:
             self.ob_rms.update(obs)
         return self.normalize_obs(obs)
 
-    def reset(self):
+    def reset(self) -> np.ndarray:
         self.returns = np.zeros(self.num_envs)
         return self._obs(self.venv.reset())
 
-    def step(self, actions):
+    def step(self, actions: np.ndarray) -> StepResult:
+        """The wrapped env's step with obs normalized and rewards scaled (float32)."""
         obs, rewards, terminated, truncated, infos = self.venv.step(actions)
         obs = self._obs(obs)
         if self.ret_rms is not None:
@@ -148,19 +157,19 @@ class VecNormalize(VecEnvWrapper):
         self.returns[terminated | truncated] = 0.0
         return obs, rewards, terminated, truncated, infos
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         """Running statistics as tensors / floats (safe for ``torch.load(weights_only=True)``)."""
         pairs = (("ob_rms", self.ob_rms), ("ret_rms", self.ret_rms))
         return {name: rms.state_dict() for name, rms in pairs if rms is not None}
 
-    def load_state_dict(self, d):
+    def load_state_dict(self, d: dict) -> None:
         for name in ("ob_rms", "ret_rms"):
             rms = getattr(self, name)
             if rms is not None and name in d:
                 rms.load_state_dict(d[name])
 
 
-def get_vec_normalize(venv):
+def get_vec_normalize(venv: VecEnv | VecEnvWrapper | None) -> "VecNormalize | None":
     """The VecNormalize in the ``.venv`` chain of ``venv``, or None."""
     while venv is not None:
         if isinstance(venv, VecNormalize):
@@ -169,7 +178,7 @@ def get_vec_normalize(venv):
     return None
 
 
-def normalizer_state(venv):
+def normalizer_state(venv: VecEnv | VecEnvWrapper) -> dict | None:
     """``state_dict()`` of the VecNormalize in ``venv``'s chain (for checkpoints), or None."""
     vec_norm = get_vec_normalize(venv)
     return vec_norm.state_dict() if vec_norm is not None else None

@@ -8,12 +8,21 @@ import pickle
 import signal
 import tempfile
 import traceback
+from collections.abc import Callable, Sequence
 from multiprocessing import reduction
 
 import cloudpickle
+import gymnasium as gym
 import numpy as np
 
-from a2c_ppo_acktr.envs.vec_env import _benchmark_block, _num_cpus, _pause_block, _reset_block, _step_block
+from a2c_ppo_acktr.envs.vec_env import (
+    StepResult,
+    _benchmark_block,
+    _num_cpus,
+    _pause_block,
+    _reset_block,
+    _step_block,
+)
 
 def _shared_layout(n, observation_space, action_space):
     """Byte layout of the shared buffer: name -> (dtype, shape, offset); plus the total size."""
@@ -138,7 +147,8 @@ class ShmemVecEnv:
     forkserver, so a script creating one needs the usual ``if __name__ == "__main__":`` guard.
     """
 
-    def __init__(self, env_fns, num_workers=None):
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]],
+                 num_workers: int | None = None) -> None:
         self.num_envs = n = len(env_fns)
         num_workers = max(1, min(n, num_workers or _num_cpus()))
         bounds = np.linspace(0, n, num_workers + 1).round().astype(int)
@@ -193,12 +203,12 @@ class ShmemVecEnv:
             conn.send_bytes(cmd)
         return [self._recv(w) for w in range(len(self._conns))]
 
-    def reset(self):
+    def reset(self) -> np.ndarray:
         """Reset all envs; returns obs (N, *obs_shape)."""
         self._broadcast(b"r")
         return self._views["obs"].copy()
 
-    def step(self, actions):
+    def step(self, actions: np.ndarray) -> StepResult:
         """Returns obs (N, *obs_shape), rewards (N,) f32, terminated (N,), truncated (N,), infos."""
         self._check_open()
         v = self._views
@@ -210,23 +220,23 @@ class ShmemVecEnv:
         return (v["obs"].copy(), v["rewards"].copy(), v["terminated"].copy(), v["truncated"].copy(),
                 infos)
 
-    def pause(self):
+    def pause(self) -> None:
         self._broadcast(b"p")
 
-    def benchmarks(self):
+    def benchmarks(self) -> list[dict | None]:
         return [b for block in self._broadcast(b"b") for b in block]
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         self._check_open()
         self._conns[0].send_bytes(b"v")
         return self._recv(0)
 
     @property
-    def pids(self):
+    def pids(self) -> list[int]:
         """Worker process ids (for resource measurements)."""
         return [p.pid for p in self._procs]
 
-    def close(self):
+    def close(self) -> None:
         if self.closed:
             return
         self.closed = True

@@ -4,9 +4,13 @@ import importlib
 import json
 import os
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.wrappers import FlattenObservation
 from stable_baselines3.common.atari_wrappers import (
     ClipRewardEnv,
@@ -21,7 +25,7 @@ from stable_baselines3.common.monitor import Monitor
 _ale_registered = False
 
 
-def _register_ale():
+def _register_ale() -> None:
     """Register the ALE ids with gymnasium (gymnasium 1.x no longer does it on its own)."""
     global _ale_registered
     if not _ale_registered:
@@ -33,13 +37,13 @@ def _register_ale():
         _ale_registered = True
 
 
-def _register_own():
+def _register_own() -> None:
     """Register this project's demo ids (``RealTimeDrone-v0``), like the ALE ids: on a miss."""
     from a2c_ppo_acktr.realtime import drone  # imported only for an id gymnasium does not know
     drone.register()
 
 
-def _env_spec(env_id):
+def _env_spec(env_id: str) -> EnvSpec:
     """``gym.spec(env_id)``, registering the Atari ids on a miss; a one-line ValueError if unknown.
 
     ``module:EnvId`` (gymnasium's form) imports ``module`` first, which registers ``EnvId``.
@@ -73,7 +77,7 @@ _FLAT_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiB
 _announced = set()  # env ids whose flattening this process has reported
 
 
-def _flattenable(space):
+def _flattenable(space: gym.Space) -> bool:
     if isinstance(space, spaces.Dict):
         return all(_flattenable(s) for s in space.spaces.values())
     if isinstance(space, spaces.Tuple):
@@ -81,7 +85,7 @@ def _flattenable(space):
     return isinstance(space, _FLAT_LEAVES)
 
 
-def _vector_observations(env, env_id, announce):
+def _vector_observations(env: gym.Env, env_id: str, announce: bool) -> gym.Env:
     """``env`` with array observations: Discrete (one-hot), Dict and Tuple observations flattened
     into one vector, reported once per process when ``announce``; a one-line ValueError naming
     any other space. Box, MultiDiscrete and MultiBinary pass as they are."""
@@ -99,37 +103,38 @@ def _vector_observations(env, env_id, announce):
     return env
 
 
-def _is_atari(spec):
+def _is_atari(spec: EnvSpec) -> bool:
     return "ale_py" in str(spec.entry_point)
 
 
 class TransposeImage(gym.ObservationWrapper):
     """HWC image observations -> CHW, the layout torch convolutions expect."""
 
-    def __init__(self, env):
+    def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         space = env.observation_space
         self.observation_space = spaces.Box(
             space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1), dtype=space.dtype)
 
-    def observation(self, observation):
+    def observation(self, observation: np.ndarray) -> np.ndarray:
         return observation.transpose(2, 0, 1)
 
 
 class SeedFirstReset(gym.Wrapper):
     """Seeds the env's first ``reset`` (gymnasium seeds through reset, not ``env.seed``)."""
 
-    def __init__(self, env, seed):
+    def __init__(self, env: gym.Env, seed: int) -> None:
         super().__init__(env)
         self._seed = seed
 
-    def reset(self, *, seed=None, options=None):
+    def reset(self, *, seed: int | None = None,
+              options: dict | None = None) -> tuple[Any, dict]:
         if seed is None:
             seed, self._seed = self._seed, None
         return self.env.reset(seed=seed, options=options)
 
 
-def _monitor_t_start(path):
+def _monitor_t_start(path: str) -> float | None:
     """``t_start`` in the JSON header of an existing monitor file, or None."""
     try:
         with open(path) as f:
@@ -138,8 +143,9 @@ def _monitor_t_start(path):
         return None
 
 
-def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, monitor_append=False,
-             env_kwargs=None):
+def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early_resets: bool,
+             render_mode: str | None = None, monitor_append: bool = False,
+             env_kwargs: dict | None = None) -> Callable[[], gym.Env]:
     """Return a thunk building env ``rank``: gym env, Monitor, Atari preprocessing, CHW images.
 
     The id is checked now (ValueError if unknown); the env itself is built when the thunk is
@@ -149,7 +155,7 @@ def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, 
     spec = _env_spec(env_id)
     atari = _is_atari(spec)
 
-    def _thunk():
+    def _thunk() -> gym.Env:
         kwargs = {}
         if atari:
             _register_ale()  # a fresh worker process has not registered them yet
@@ -197,7 +203,7 @@ def make_env(env_id, seed, rank, log_dir, allow_early_resets, render_mode=None, 
     return _thunk
 
 
-def check_env_kwargs(env_id, env_kwargs):
+def check_env_kwargs(env_id: str, env_kwargs: dict) -> None:
     """Build and close one env with ``env_kwargs``: a bad key is a one-line ValueError here, not a
     traceback from a worker process."""
     try:

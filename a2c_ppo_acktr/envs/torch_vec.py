@@ -3,9 +3,13 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from a2c_ppo_acktr.envs.vec_env import VecEnvWrapper
+from a2c_ppo_acktr.envs.vec_env import VecEnv, VecEnvWrapper
 
-def to_device(array, device: torch.device) -> torch.Tensor:
+# What ``VecPyTorch.step`` returns: obs (N, *obs_shape) on the device, reward (N, 1) float32 on the
+# device, terminated (N,) and truncated (N,) bool on the CPU, infos.
+TorchStepResult = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[dict]]
+
+def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     """numpy -> tensor on ``device``. On the CPU no copy at all; on CUDA through pinned memory
     and asynchronously (``non_blocking``): a copy from pageable memory would wait for the GPU
     to finish its queued work first. The pinned block comes from torch's caching host
@@ -29,7 +33,7 @@ class VecPyTorch(VecEnvWrapper):
     ``send``/``recv`` step one group of a grouped env (``num_groups`` > 1, e.g. ``AleVecEnv``).
     """
 
-    def __init__(self, venv, device):
+    def __init__(self, venv: VecEnv, device: torch.device | str) -> None:
         super().__init__(venv)
         self.device = torch.device(device)
         self.num_groups = getattr(venv, "num_groups", 1)
@@ -39,14 +43,14 @@ class VecPyTorch(VecEnvWrapper):
         # unclipped sample so that its log-probability stays exact (as SB3 and CleanRL do).
         self._clip = isinstance(self.action_space, spaces.Box)
 
-    def _to_torch(self, array):
+    def _to_torch(self, array: np.ndarray) -> torch.Tensor:
         t = to_device(array, self.device)
         return t if t.dtype in (torch.uint8, torch.float32) else t.float()
 
-    def reset(self):
+    def reset(self) -> torch.Tensor:
         return self._to_torch(self.venv.reset())
 
-    def _actions(self, actions):
+    def _actions(self, actions: torch.Tensor) -> np.ndarray:
         actions = actions.cpu().numpy()  # the step's one wait for the device
         if self._squeeze_actions and actions.ndim == 2:
             actions = actions.reshape(-1)  # (N, 1) long -> (N,)
@@ -54,7 +58,8 @@ class VecPyTorch(VecEnvWrapper):
             actions = np.minimum(np.maximum(actions, self.action_space.low), self.action_space.high)
         return actions
 
-    def _results(self, obs, reward, terminated, truncated, infos):
+    def _results(self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
+                 truncated: np.ndarray, infos: list[dict]) -> TorchStepResult:
         for info in infos:
             if "final_obs" in info:
                 info["final_obs"] = self._to_torch(info["final_obs"])
@@ -62,16 +67,17 @@ class VecPyTorch(VecEnvWrapper):
         return (self._to_torch(obs), self._to_torch(reward), torch.from_numpy(terminated),
                 torch.from_numpy(truncated), infos)
 
-    def step(self, actions):
+    def step(self, actions: torch.Tensor) -> TorchStepResult:
+        """``actions`` (N, 1) or (N, A), as ``Policy.act`` returns them."""
         return self._results(*self.venv.step(self._actions(actions)))
 
-    def send(self, actions, group=0):
+    def send(self, actions: torch.Tensor, group: int = 0) -> None:
         self.venv.send(self._actions(actions), group)
 
-    def recv(self, group=0):
+    def recv(self, group: int = 0) -> TorchStepResult:
         return self._results(*self.venv.recv(group))
 
-    def group_slice(self, group):
+    def group_slice(self, group: int) -> slice:
         return self.venv.group_slice(group)
 
 
@@ -83,7 +89,7 @@ class VecPyTorchFrameStack(VecEnvWrapper):
     returns a new tensor, so callers may keep the returned observations.
     """
 
-    def __init__(self, venv, nstack, device):
+    def __init__(self, venv: VecPyTorch, nstack: int, device: torch.device | str) -> None:
         super().__init__(venv)
         self.nstack = nstack
         space = venv.observation_space
@@ -95,13 +101,13 @@ class VecPyTorchFrameStack(VecEnvWrapper):
         self.stacked_obs = torch.zeros((self.num_envs, *self.observation_space.shape), dtype=dtype,
                                        device=torch.device(device))
 
-    def reset(self):
+    def reset(self) -> torch.Tensor:
         obs = self.venv.reset()
         self.stacked_obs = torch.zeros_like(self.stacked_obs)
         self.stacked_obs[:, -self.shape_dim0:] = obs
         return self.stacked_obs
 
-    def step(self, actions):
+    def step(self, actions: torch.Tensor) -> TorchStepResult:
         obs, reward, terminated, truncated, infos = self.venv.step(actions)
         c, prev = self.shape_dim0, self.stacked_obs
         stacked = torch.cat((prev[:, c:], obs), dim=1)  # (N, nstack * C, ...), a new tensor

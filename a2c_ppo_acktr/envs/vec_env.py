@@ -19,10 +19,40 @@ knowledge of real-time envs): ``pause()`` holds it still until its next step, an
 ``benchmarks()`` returns a dict of its timing statistics. Envs without them are left alone.
 """
 import os
+from collections.abc import Callable, Sequence
+from typing import NoReturn, Protocol
 
+import gymnasium as gym
 import numpy as np
 
-def _step_block(envs, actions, obs, rewards, terminated, truncated):
+# What ``step`` / ``recv`` of a numpy vector env return: obs (N, *obs_shape), rewards (N,) f32,
+# terminated (N,) bool, truncated (N,) bool, infos (N dicts).
+StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]
+
+
+class VecEnv(Protocol):
+    """The vector-env contract above, for type checkers (``DummyVecEnv``, ``ShmemVecEnv``,
+    ``AleVecEnv``, ``NativeVecEnv`` and the numpy wrappers meet it; nothing subclasses it)."""
+
+    num_envs: int
+    observation_space: gym.Space
+    action_space: gym.Space
+
+    def reset(self) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray) -> StepResult: ...
+
+    def pause(self) -> None: ...
+
+    def benchmarks(self) -> list[dict | None]: ...
+
+    def render(self) -> np.ndarray | None: ...
+
+    def close(self) -> None: ...
+
+
+def _step_block(envs: Sequence[gym.Env], actions: np.ndarray, obs: np.ndarray, rewards: np.ndarray,
+                terminated: np.ndarray, truncated: np.ndarray) -> list[dict]:
     """Step ``envs`` with same-step autoreset, writing row j of each output array; return infos.
 
     Shared by DummyVecEnv and the ShmemVecEnv workers so both give bit-identical results.
@@ -45,7 +75,7 @@ def _step_block(envs, actions, obs, rewards, terminated, truncated):
     return infos
 
 
-def _pause_block(envs):
+def _pause_block(envs: Sequence[gym.Env]) -> None:
     """Envs that can hold still (the optional ``pause`` capability) do so until the next step."""
     for env in envs:
         pause = getattr(env.unwrapped, "pause", None)
@@ -53,13 +83,13 @@ def _pause_block(envs):
             pause()
 
 
-def _benchmark_block(envs):
+def _benchmark_block(envs: Sequence[gym.Env]) -> list[dict | None]:
     """The optional ``benchmarks()`` of each env (real-time envs' timing statistics), else None."""
     return [env.unwrapped.benchmarks() if hasattr(env.unwrapped, "benchmarks") else None
             for env in envs]
 
 
-def _reset_block(envs, obs):
+def _reset_block(envs: Sequence[gym.Env], obs: np.ndarray) -> None:
     for j, env in enumerate(envs):
         try:
             obs[j], _ = env.reset()
@@ -71,19 +101,19 @@ def _reset_block(envs, obs):
 class DummyVecEnv:
     """Runs N envs one after the other in this process (numpy in, numpy out)."""
 
-    def __init__(self, env_fns):
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
         self.envs = [fn() for fn in env_fns]
         self.num_envs = len(self.envs)
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
 
-    def reset(self):
+    def reset(self) -> np.ndarray:
         """Reset all envs; returns obs (N, *obs_shape)."""
         obs = np.empty((self.num_envs, *self.observation_space.shape), self.observation_space.dtype)
         _reset_block(self.envs, obs)
         return obs
 
-    def step(self, actions):
+    def step(self, actions: np.ndarray) -> StepResult:
         """Returns obs (N, *obs_shape), rewards (N,) f32, terminated (N,), truncated (N,), infos."""
         n = self.num_envs
         # Same cast as the shared action buffer of ShmemVecEnv; a fresh array, as an env may keep it.
@@ -95,16 +125,17 @@ class DummyVecEnv:
         infos = _step_block(self.envs, actions, obs, rewards, terminated, truncated)
         return obs, rewards, terminated, truncated, infos
 
-    def pause(self):
+    def pause(self) -> None:
         _pause_block(self.envs)
 
-    def benchmarks(self):
+    def benchmarks(self) -> list[dict | None]:
         return _benchmark_block(self.envs)
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
+        """The first env's frame."""
         return self.envs[0].render()
 
-    def close(self):
+    def close(self) -> None:
         for env in self.envs:
             env.close()
 
@@ -116,13 +147,13 @@ class BatchedVecEnv:
     kind = ""  # its --vec-env name
     num_envs = 0
 
-    def pause(self):
+    def pause(self) -> None:
         """Not a real-time env: nothing to hold still."""
 
-    def benchmarks(self):
+    def benchmarks(self) -> list[dict | None]:
         return [None] * self.num_envs
 
-    def render(self):
+    def render(self) -> NoReturn:
         raise ValueError(f"--vec-env {self.kind} does not render; enjoy.py uses --vec-env dummy")
 
 
@@ -134,27 +165,27 @@ class VecEnvWrapper:
 
     num_groups = 1
 
-    def __init__(self, venv):
+    def __init__(self, venv: "VecEnv | VecEnvWrapper") -> None:
         self.venv = venv
         self.num_envs = venv.num_envs
         self.observation_space = venv.observation_space
         self.action_space = venv.action_space
 
-    def pause(self):
+    def pause(self) -> None:
         """Real-time envs hold still (default action, clock stopped) until the next step."""
         self.venv.pause()
 
-    def benchmarks(self):
+    def benchmarks(self) -> list[dict | None]:
         """Per env: its timing statistics (``RealTimeEnv.benchmarks()``) or None (not real-time)."""
         return self.venv.benchmarks()
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         return self.venv.render()
 
-    def close(self):
+    def close(self) -> None:
         self.venv.close()
 
 
-def _num_cpus():
+def _num_cpus() -> int:
     """CPUs this process may run on (the affinity mask, which os.cpu_count() ignores)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

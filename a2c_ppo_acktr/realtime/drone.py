@@ -7,6 +7,7 @@ A demo of ``a2c_ppo_acktr.realtime``: nothing registers it on import. ``register
 import threading
 import time
 from types import MappingProxyType
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -29,7 +30,8 @@ class DroneInterface(RealTimeGymInterface):
 
     TICK = 0.01
 
-    def __init__(self, min_delay=0.02, max_delay=0.05, render_size=200):
+    def __init__(self, min_delay: float = 0.02, max_delay: float = 0.05,
+                 render_size: int = 200) -> None:
         self.min_delay, self.max_delay, self.render_size = min_delay, max_delay, render_size
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -38,7 +40,7 @@ class DroneInterface(RealTimeGymInterface):
         self._target = np.zeros(2, np.float32)
         self._reset_state()
 
-    def _reset_state(self):
+    def _reset_state(self) -> None:
         now = time.perf_counter()
         self._pos = np.zeros(2, np.float32)       # true position (simulator side)
         self._vel = np.zeros(2, np.float32)       # last control delivered to the drone
@@ -46,11 +48,12 @@ class DroneInterface(RealTimeGymInterface):
         self._ctrl_stamp = self._obs_stamp = now  # newest delivered; anything older is stale
         self._seen_pos = np.zeros(2, np.float32)  # last position delivered to the interface
 
-    def _delay(self):
+    def _delay(self) -> float:
         return self._delay_rng.uniform(self.min_delay, self.max_delay)
 
     @staticmethod
-    def _deliver(msgs, now, stamp, value):
+    def _deliver(msgs: list[tuple[float, float, np.ndarray]], now: float, stamp: float,
+                 value: np.ndarray) -> tuple[float, np.ndarray]:
         """Deliver the messages that have arrived: the newest wins, older ones are dropped."""
         keep = []
         for arrival, s, v in msgs:
@@ -61,7 +64,7 @@ class DroneInterface(RealTimeGymInterface):
         msgs[:] = keep
         return stamp, value
 
-    def _physics(self):
+    def _physics(self) -> None:
         next_tick = time.perf_counter()
         while not self._stop.is_set():
             with self._lock:
@@ -73,17 +76,17 @@ class DroneInterface(RealTimeGymInterface):
             next_tick = max(next_tick + self.TICK, time.perf_counter() - self.TICK)  # no burst
             self._stop.wait(max(0.0, next_tick - time.perf_counter()))
 
-    def get_observation_space(self):
+    def get_observation_space(self) -> spaces.Box:
         return spaces.Box(np.array([-1, -1, -0.5, -0.5], np.float32),
                           np.array([1, 1, 0.5, 0.5], np.float32), dtype=np.float32)
 
-    def get_action_space(self):
+    def get_action_space(self) -> spaces.Box:
         return spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)
 
-    def get_default_action(self):
+    def get_default_action(self) -> np.ndarray:
         return np.zeros(2, np.float32)
 
-    def send_control(self, action):
+    def send_control(self, action: np.ndarray) -> None:
         vel = np.clip(np.asarray(action, np.float32), -2, 2)
         norm = float(np.linalg.norm(vel))
         if norm > 2:
@@ -92,7 +95,8 @@ class DroneInterface(RealTimeGymInterface):
             now = time.perf_counter()
             self._ctrl_msgs.append((now + self._delay(), now, vel.astype(np.float32)))
 
-    def reset(self, seed=None, options=None):
+    def reset(self, seed: int | None = None,
+              options: dict | None = None) -> tuple[np.ndarray, dict]:
         with self._lock:
             if seed is not None:  # two streams, so the targets do not depend on thread timing
                 t, d = np.random.SeedSequence(seed).spawn(2)
@@ -106,7 +110,7 @@ class DroneInterface(RealTimeGymInterface):
             self._thread.start()
         return obs, {}
 
-    def get_obs_rew_terminated_info(self):
+    def get_obs_rew_terminated_info(self) -> tuple[np.ndarray, float, bool, dict]:
         with self._lock:
             self._obs_stamp, self._seen_pos = self._deliver(
                 self._obs_msgs, time.perf_counter(), self._obs_stamp, self._seen_pos)
@@ -114,7 +118,7 @@ class DroneInterface(RealTimeGymInterface):
         dist = float(np.linalg.norm(obs[:2] - obs[2:]))
         return obs, -dist, dist < 0.01, {}
 
-    def render(self):
+    def render(self) -> np.ndarray:
         """RGB uint8 frame of the true state: drone (red ring), target (blue disc), y up."""
         n = self.render_size
         with self._lock:
@@ -122,7 +126,7 @@ class DroneInterface(RealTimeGymInterface):
         img = np.full((n, n, 3), 255, np.uint8)
         rows, cols = np.ogrid[:n, :n]
 
-        def pixel(p):
+        def pixel(p: np.ndarray) -> tuple[float, float]:
             return (1 - (p[1] + 1) / 2) * (n - 1), (p[0] + 1) / 2 * (n - 1)
 
         r, c = pixel(target)
@@ -132,7 +136,7 @@ class DroneInterface(RealTimeGymInterface):
         img[(d2 <= (n / 20) ** 2) & (d2 >= (n / 20 - 2) ** 2)] = (255, 0, 0)
         return img
 
-    def close(self):
+    def close(self) -> None:
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=1)
@@ -145,7 +149,7 @@ DRONE_CONFIG = MappingProxyType({**DEFAULT_CONFIG, "time_step_duration": 0.05,
                                  "act_buf_len": 4, "benchmark": True})
 
 
-def make_drone_env(render_mode: str | None = None, **config) -> RealTimeEnv:
+def make_drone_env(render_mode: str | None = None, **config: Any) -> RealTimeEnv:
     """``RealTimeDrone-v0``'s entry point; keyword arguments override ``DRONE_CONFIG``."""
     return RealTimeEnv(DroneInterface(), merge_config(config, DRONE_CONFIG), render_mode=render_mode)
 

@@ -19,6 +19,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -35,35 +36,35 @@ class RealTimeGymInterface:
     space that ``gymnasium.spaces.flatten`` handles; the env flattens them to float32.
     """
 
-    def get_observation_space(self):
+    def get_observation_space(self) -> gym.Space:
         raise NotImplementedError
 
-    def get_action_space(self):
+    def get_action_space(self) -> gym.Space:
         raise NotImplementedError
 
-    def get_default_action(self):
+    def get_default_action(self) -> np.ndarray:
         """Action applied while nobody acts (at reset, while paused by ``wait``)."""
         raise NotImplementedError
 
-    def send_control(self, action):
+    def send_control(self, action: np.ndarray) -> None:
         raise NotImplementedError
 
-    def reset(self, seed=None, options=None):
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         """Start an episode; return ``obs, info``."""
         raise NotImplementedError
 
-    def get_obs_rew_terminated_info(self):
+    def get_obs_rew_terminated_info(self) -> tuple[Any, float, bool, dict]:
         """Capture the current observation; return ``obs, reward, terminated, info``."""
         raise NotImplementedError
 
-    def wait(self):
+    def wait(self) -> None:
         """Pause the device (e.g. while the learner updates); default: send the default action."""
         self.send_control(self.get_default_action())
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         return None
 
-    def close(self):
+    def close(self) -> None:
         pass
 
 
@@ -103,10 +104,10 @@ def merge_config(config: Mapping | None = None, base: Mapping = DEFAULT_CONFIG) 
 class _Polyak:
     """rtgym-style running mean and mean absolute deviation (first sample initializes)."""
 
-    def __init__(self, polyak):
+    def __init__(self, polyak: float) -> None:
         self.polyak, self.mean, self.dev = polyak, None, 0.0
 
-    def add(self, x):
+    def add(self, x: float) -> None:
         if self.mean is None:
             self.mean = x
             return
@@ -127,7 +128,8 @@ class RealTimeEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
 
-    def __init__(self, interface, config=None, render_mode=None):
+    def __init__(self, interface: RealTimeGymInterface, config: Mapping | None = None,
+                 render_mode: str | None = None) -> None:
         self.interface = interface
         self.config = merge_config(config)
         c = self.config
@@ -154,25 +156,26 @@ class RealTimeEnv(gym.Env):
                        for k in ("time_step_duration", "step_time", "inference_time")}
 
     # ------------------------------------------------------------------ helpers
-    def _obs(self, obs):
+    def _obs(self, obs: Any) -> np.ndarray:
         parts = [spaces.flatten(self._obs_space, obs)]
         parts += [spaces.flatten(self.action_space, a) for a in self._act_buf]
         return np.concatenate(parts).astype(np.float32)
 
-    def _push_action(self, action):
+    def _push_action(self, action: np.ndarray) -> None:
         if self._act_buf:
             self._act_buf.pop(0)
             self._act_buf.append(np.array(action, dtype=self.action_space.dtype))
 
     @staticmethod
-    def _sleep_until(t):
+    def _sleep_until(t: float) -> None:
         # Sleeping to absolute deadlines keeps the mean period exact even when a sleep overshoots.
         dt = t - time.perf_counter()
         if dt > 0:
             time.sleep(dt)
 
     # ------------------------------------------------------------------ gym API
-    def reset(self, *, seed=None, options=None):
+    def reset(self, *, seed: int | None = None,
+              options: dict | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         obs, info = self.interface.reset(seed=seed, options=options)
         if self.config["reset_act_buf"]:
@@ -184,7 +187,7 @@ class RealTimeEnv(gym.Env):
         self._last_return = None  # no inference time measured across a reset
         return self._obs(obs), dict(info)
 
-    def step(self, action):
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
         c = self.config
         now = time.perf_counter()
         info = {}
@@ -236,19 +239,19 @@ class RealTimeEnv(gym.Env):
                 self.wait()
         return self._obs(obs), float(reward), terminated, truncated, info
 
-    def wait(self):
+    def wait(self) -> None:
         """Pause: the device gets its default action and the clock stops until the next step."""
         self.interface.wait()
         self._push_action(self._default_action)
         self._paused = True
         self._last_return = None
 
-    def pause(self):
+    def pause(self) -> None:
         """The vector envs' optional capability (``envs.vec_env``): hold still until the next
         step, i.e. ``wait``."""
         self.wait()
 
-    def benchmarks(self):
+    def benchmarks(self) -> dict[str, float]:
         """``{name_mean, name_dev}`` in seconds for time_step_duration, step_time (inside
         ``step``) and inference_time (caller's time between steps), NaN before a sample (and
         always with ``benchmark=False``), plus ``timeouts``."""
@@ -259,10 +262,10 @@ class RealTimeEnv(gym.Env):
         out["timeouts"] = self.timeouts
         return out
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         return self.interface.render()
 
-    def close(self):
+    def close(self) -> None:
         self.interface.close()
 
 
