@@ -31,7 +31,7 @@ from a2c_ppo_acktr.storage import RolloutStorage
 class DDP:
     """This process's place among the ranks, and the collectives main.py needs."""
 
-    def __init__(self, cuda):
+    def __init__(self, cuda: bool) -> None:
         self.rank, self.world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         local_rank = int(os.environ.get("LOCAL_RANK", 0))
         if cuda:
@@ -45,7 +45,7 @@ class DDP:
         self._pending = None
 
     @classmethod
-    def from_env(cls, args):
+    def from_env(cls, args: Any) -> "DDP | None":
         """A DDP when launched by torchrun (it sets RANK and WORLD_SIZE), else None."""
         if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
             return None
@@ -63,10 +63,10 @@ class DDP:
         return cls(args.cuda)
 
     @property
-    def is_lead(self):
+    def is_lead(self) -> bool:
         return self.rank == 0
 
-    def barrier(self):
+    def barrier(self) -> None:
         dist.barrier()
 
     def any(self, flag: bool) -> bool:
@@ -76,7 +76,7 @@ class DDP:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())
 
-    def average_gradients(self, module):
+    def average_gradients(self, module: torch.nn.Module) -> None:
         """Start all ranks from rank 0's parameters; from then on every backward through
         ``module`` ends with its gradients averaged over the ranks (one flat all-reduce).
 
@@ -108,13 +108,13 @@ class DDP:
         for p in params:
             p.register_post_accumulate_grad_hook(queue)
 
-    def share_normalizer(self, envs):
+    def share_normalizer(self, envs: Any) -> None:
         """Remember the statistics all ranks hold now (fresh, or loaded from the same checkpoint):
         what ``sync_normalizer`` measures each rank's new data against."""
         vec_norm = get_vec_normalize(envs)
         self._norm_base = vec_norm.state_dict() if vec_norm is not None else None
 
-    def sync_normalizer(self, envs):
+    def sync_normalizer(self, envs: Any) -> None:
         """Merge what every rank's normalizer saw since the last sync; all ranks load the result."""
         if self._norm_base is None:
             return
@@ -124,7 +124,7 @@ class DDP:
         self._norm_base = merge_normalizer(self._norm_base, deltas)
         vec_norm.load_state_dict(self._norm_base)
 
-    def close(self):
+    def close(self) -> None:
         dist.barrier()  # no rank tears its connections down while another still uses them
         dist.destroy_process_group()
 
@@ -133,7 +133,7 @@ class DDPCollector(Collector):
     """This rank's envs fill its rollout; then the ranks merge their normalizer statistics, so
     every rank normalizes the next rollout alike."""
 
-    def __init__(self, ddp: DDP, envs: Any, *args: Any, **kwargs: Any):
+    def __init__(self, ddp: DDP, envs: Any, *args: Any, **kwargs: Any) -> None:
         self.ddp = ddp
         ddp.share_normalizer(envs)  # before the first reset, whose observations count too
         super().__init__(envs, *args, **kwargs)

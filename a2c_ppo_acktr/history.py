@@ -40,9 +40,14 @@ def evaluate_history(directory: str, num_episodes: int = 10, seed: int = 1000,
     return points
 
 
-def history_curve(points: list[tuple[int, list[float]]]) -> tuple[np.ndarray, ...]:
-    """-> (steps, mean, min, max) over each point's episodes, as ``curves.aggregate`` returns."""
+def history_curve(points: list[tuple[int, list[float]]], band: str = "minmax"
+                  ) -> tuple[np.ndarray, ...]:
+    """-> (steps, mean, lo, hi) over each point's episodes, as ``curves.aggregate`` returns them:
+    ``band`` "minmax" (lo, hi: min and max), "std" (mean -/+ std) or "none" (lo = hi = mean)."""
     steps = np.array([s for s, _ in points], dtype=float)
     returns = [np.asarray(r, dtype=float) for _, r in points]
-    return (steps, np.array([r.mean() for r in returns]), np.array([r.min() for r in returns]),
-            np.array([r.max() for r in returns]))
+    mean = np.array([r.mean() for r in returns])
+    if band == "minmax":
+        return steps, mean, np.array([r.min() for r in returns]), np.array([r.max() for r in returns])
+    spread = np.array([r.std() for r in returns]) if band == "std" else np.zeros_like(mean)
+    return steps, mean, mean - spread, mean + spread

@@ -22,7 +22,9 @@ from a2c_ppo_acktr.realtime import mean_benchmarks
 from a2c_ppo_acktr.storage import RolloutStorage
 
 
-def episode_masks(terminated, truncated, device=torch.device("cpu")):
+def episode_masks(terminated: np.ndarray, truncated: np.ndarray,
+                  device: torch.device | str = torch.device("cpu")
+                  ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """Host flags (N,) -> masks (N, 1), bad_masks (N, 1) float32 on ``device``, truncated (N,)
     numpy bool.
 
@@ -38,7 +40,8 @@ def episode_masks(terminated, truncated, device=torch.device("cpu")):
     return both[0], both[1], truncated
 
 
-def truncation_values(actor_critic, infos, truncated, rnn_hxs):
+def truncation_values(actor_critic: Policy, infos: list[dict], truncated: np.ndarray,
+                      rnn_hxs: torch.Tensor) -> torch.Tensor:
     """Values of the real final observations of the envs cut by a time limit (``truncated``,
     (N,) numpy bool) -> (N, 1).
 
@@ -81,8 +84,9 @@ def _store(results, acted, actor_critic, rollouts, episode_rewards, use_proper_t
                     bootstrap, columns, advance)
 
 
-def collect_rollout(envs, actor_critic, rollouts, episode_rewards, use_proper_time_limits,
-                    timeouts=None):
+def collect_rollout(envs: Any, actor_critic: Policy, rollouts: RolloutStorage,
+                    episode_rewards: list[float] | deque[float], use_proper_time_limits: bool,
+                    timeouts: list[int | None] | None = None) -> None:
     """Step the envs ``rollouts.num_steps`` times with the current policy, filling ``rollouts``.
 
     Finished episodes' raw returns go to ``episode_rewards``; real-time envs report their count of
@@ -141,7 +145,7 @@ class Collector:
 
     def __init__(self, envs: Any, actor_critic: Policy, num_steps: int,
                  use_proper_time_limits: bool, device: torch.device | str,
-                 evaluate: Callable[[Policy, dict | None], list[float]] | None = None):
+                 evaluate: Callable[[Policy, dict | None], list[float]] | None = None) -> None:
         self.envs = envs
         self.num_envs: int = envs.num_envs
         self.observation_space, self.action_space = envs.observation_space, envs.action_space

@@ -77,7 +77,7 @@ class AsyncCollector(Collector):
 
     def __init__(self, envs: Any, actor_critic: Policy, behaviour: Policy, num_steps: int,
                  use_proper_time_limits: bool, device: torch.device | str, num_rollouts: int,
-                 evaluate: Callable[[Policy, dict | None], list[float]] | None = None):
+                 evaluate: Callable[[Policy, dict | None], list[float]] | None = None) -> None:
         super().__init__(envs, actor_critic, num_steps, use_proper_time_limits, device, evaluate)
         self.behaviour = behaviour.requires_grad_(False)
         self.behaviour.load_state_dict(actor_critic.state_dict())

@@ -6,6 +6,8 @@ workers; ``RayCollector`` is the training loop's view of it. The decisions are i
 """
 import os
 import time
+from collections import deque
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,7 +56,7 @@ class WorkerGroup:
     ``collect_rollout``.
     """
 
-    def __init__(self, args, log_dir, env_steps, resumed):
+    def __init__(self, args: Any, log_dir: str, env_steps: int, resumed: bool) -> None:
         # A bad env id or env kwargs: a one-line ValueError here, before Ray starts.
         make_env(args.env_name, 0, 0, None, False)
         if args.env_kwargs:
@@ -118,25 +120,25 @@ class WorkerGroup:
         return self.workers[w].start.remote(self.seed_base, self.seed_base + w, self.log_dir,
                                             monitor_append)
 
-    def log_event(self, message, echo=True):
+    def log_event(self, message: str, echo: bool = True) -> None:
         line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} update {self.version}: {message}"
         if echo:
             print(line, flush=True)
         self.events.write(line + "\n")
         self.events.flush()
 
-    def reset(self):
+    def reset(self) -> torch.Tensor:
         """The workers' first observations (N * P, *obs_shape): they reset their envs on start."""
         return self._first_obs
 
-    def pause(self):
+    def pause(self) -> None:
         """Workers pause their own envs after each rollout (sync mode)."""
 
-    def benchmarks(self):
+    def benchmarks(self) -> list[dict | None]:
         """Per env: real-time timing statistics as of its worker's last rollout, or None."""
         return list(self._benchmarks)
 
-    def snapshot(self, actor_critic):
+    def snapshot(self, actor_critic: Policy) -> Any:
         """What every worker loads before sampling: one object in Ray's store per update."""
         vec_norm = self.venv
         return self.ray.put({
@@ -144,8 +146,10 @@ class WorkerGroup:
             "obs_rms": vec_norm.state_dict() if vec_norm is not None else None,
             "version": self.version})
 
-    def collect(self, actor_critic, rollouts, episode_rewards, use_proper_time_limits=None,
-                timeouts=None):
+    def collect(self, actor_critic: Policy, rollouts: RolloutStorage,
+                episode_rewards: list[float] | deque[float],
+                use_proper_time_limits: bool | None = None,
+                timeouts: list[int | None] | None = None) -> None:
         """Fill ``rollouts`` (N * P columns) from the workers; the same contract as
         ``collect_rollout`` (``use_proper_time_limits`` is the workers' own, from ``args``)."""
         t0 = time.perf_counter()
@@ -191,7 +195,7 @@ class WorkerGroup:
         self._costs = {k: self._costs.get(k, 0.0) + v for k, v in costs.items()}
         self._updates_timed += 1
 
-    def cost_summary(self):
+    def cost_summary(self) -> dict[str, float]:
         """Mean per-update costs: ms (publish: ray.put of the snapshot; load / sample / pack: in
         a worker; wait: the learner for the rollouts; stack: unpack, copy, merge) and payload size."""
         n = max(self._updates_timed, 1)
@@ -249,7 +253,8 @@ class WorkerGroup:
                        "with fresh envs and the current weights; re-sampling its share of this "
                        "update")
 
-    def evaluations(self, actor_critic, update, env_steps, wait=False):
+    def evaluations(self, actor_critic: Policy | None, update: int, env_steps: int,
+                    wait: bool = False) -> list[dict]:
         """Start evaluating ``actor_critic`` (None: nothing new) in the Evaluator actor; return
         the result rows finished by now (``wait``: all of them), oldest first."""
         ray = self.ray
@@ -273,7 +278,7 @@ class WorkerGroup:
                 self.log_event(f"evaluation failed ({type(e).__name__}); skipped")
         return rows
 
-    def close(self):
+    def close(self) -> None:
         if self._updates_timed:
             self.log_event("mean per update: " + ", ".join(
                 f"{k} {v:.1f}" + ("" if k == "bytes per env step" else " ms")

@@ -14,7 +14,7 @@ Examples::
     python scripts/plot.py --history ppo=trained_models/ppo/CartPole-v1_seed1_history --out h.png
 
 ``--history`` evaluates a run's policy history (``main.py --save-history N``): each kept
-checkpoint plays ``--episodes`` deterministic episodes; the band is their min-max.
+checkpoint plays ``--episodes`` deterministic episodes; the band spans their returns.
 """
 
 from __future__ import annotations
@@ -54,17 +54,19 @@ def plot_curves(
     """Draw ``curves`` on one axes and save a PNG to ``out_path``.
 
     ``curves`` is a list of ``(label, n_seeds, (x, mean, lo, hi))``. The
-    legend shows the seed count and, for several seeds, the band type.
+    legend shows the seed count and, for several seeds, the band type; ``n_seeds``
+    may instead be a text such as ``"5 episodes per checkpoint"`` (a history).
     Returns ``out_path``.
     """
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, n, (x, mean, lo, hi) in curves:
-        desc = f"{label} (n={n}"
-        if n > 1 and band != "none":
+        spread = isinstance(n, str) or n > 1
+        desc = f"{label} ({n}" if isinstance(n, str) else f"{label} (n={n}"
+        if spread and band != "none":
             desc += f", band: {BAND_LABEL[band]}"
         desc += ")"
         (line,) = ax.plot(x, mean, label=desc, linewidth=1.6)
-        if n > 1 and band != "none":
+        if spread and band != "none":
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("episode return")
@@ -228,8 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                 for steps, returns in points:
                     print(f"{d}: {steps} steps, deterministic return {np.mean(returns):.1f} "
                           f"(min {np.min(returns):.1f}, max {np.max(returns):.1f})")
-                histories.append((f"{label} (deterministic)", args.episodes,
-                                  history_curve(points)))
+                histories.append((label, f"{args.episodes} episodes per checkpoint",
+                                  history_curve(points, args.band)))
 
         def agg(runs):
             try:

@@ -78,7 +78,8 @@ MODULES = [
     "a2c_ppo_acktr.envs.vec_env", "a2c_ppo_acktr.envs.normalize", "a2c_ppo_acktr.envs.torch_vec",
     "a2c_ppo_acktr.envs.single", "a2c_ppo_acktr.envs.ale", "a2c_ppo_acktr.envs.native",
     "a2c_ppo_acktr.envs.episodes", "a2c_ppo_acktr.envs.shmem", "a2c_ppo_acktr.realtime.env",
-    "a2c_ppo_acktr.realtime.drone",
+    "a2c_ppo_acktr.realtime.drone", "a2c_ppo_acktr.rollout", "a2c_ppo_acktr.sampler",
+    "a2c_ppo_acktr.distributed", "a2c_ppo_acktr.worker_group", "a2c_ppo_acktr.history",
 ]
 DUNDERS = ("__init__", "__len__", "__getitem__")
 

@@ -10,7 +10,7 @@ import torch
 import enjoy
 import main
 from a2c_ppo_acktr.checkpoint import CheckpointError, history, load_checkpoint
-from a2c_ppo_acktr.history import evaluate_history
+from a2c_ppo_acktr.history import evaluate_history, history_curve
 from tests.test_main import SHORT, expect_exit_2, run
 from tests.test_plot import SCRIPT
 
@@ -71,3 +71,11 @@ def plot(*argv):
     """``python scripts/plot.py ARGV``, as a user runs it."""
     return subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True,
                           timeout=120)
+
+
+@pytest.mark.parametrize("band, lo, hi", [("minmax", [1, 2], [3, 2]), ("std", [1, 2], [3, 2]),
+                                          ("none", [2, 2], [2, 2])])
+def test_history_curve_band_spans_the_episodes(band, lo, hi):
+    steps, mean, low, high = history_curve([(10, [1.0, 3.0]), (20, [2.0, 2.0])], band)
+    assert steps.tolist() == [10, 20] and mean.tolist() == [2, 2]
+    assert low.tolist() == lo and high.tolist() == hi

@@ -31,7 +31,7 @@ SKIP = {"ray start": "starts a Ray cluster node", "--ray-address": "joins a Ray 
 SLOW = ("HalfCheetah", "Pong", "--num-workers", "torchrun", "logs/ppo-cartpole-ddp")
 # More than one update: the set-up command's policy is the GAIL expert, and GAIL subsamples every
 # 20th step of its episodes, so they must last longer than a one-update policy's (~10 steps).
-UPDATES = {"logs/ppo-cartpole": 20}
+UPDATES = {"logs/ppo-cartpole": 20, "logs/history": 10}  # --save-history 10: one copy
 RAY = ("--num-workers", "logs/ppo-cartpole-ray")
 
 
