@@ -93,7 +93,7 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
         fail(str(e))                        # unsupported observations, no Ray, ...
     try:
         # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
-        # on image batches do gain (bench_fps case d: 197 env-steps/s on 1 thread, 277 on 2).
+        # on image batches do gain (docs/benchmarks.md, "Measured code choices").
         torch.set_num_threads(1 if len(envs.observation_space.shape) == 1 else DEFAULT_THREADS)
         actor_critic = make_policy(args, envs, device)
         agent = make_agent(args, actor_critic)

@@ -187,9 +187,9 @@ class CNNBase(NNBase):
             init(nn.Conv2d(64, 32, 3, stride=1), gain), act(), nn.Flatten(),
             init(nn.Linear(32 * 7 * 7, hidden_size), gain), act())
         self.critic_linear = init(nn.Linear(hidden_size, 1))
-        # Channels-last (NHWC) convolutions: oneDNN's fast path on the CPU, ~1.5x faster for the
-        # PPO update on Atari batches here (scripts/bench_fps.py case d); tensor-core friendly on
-        # GPUs. The input is converted while still uint8, a quarter of the bytes of floats.
+        # Channels-last (NHWC) convolutions: oneDNN's fast path on the CPU (docs/benchmarks.md,
+        # "Measured code choices"); tensor-core friendly on GPUs. The input is converted while
+        # still uint8, a quarter of the bytes of floats.
         self.main.to(memory_format=torch.channels_last)
 
     def forward(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,

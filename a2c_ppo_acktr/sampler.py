@@ -99,8 +99,8 @@ class AsyncCollector(Collector):
 
     def _run(self, rollouts, num_rollouts):
         # torch.set_num_threads reaches OpenMP in the calling thread only: left alone, this one
-        # would run small matmuls on a team of all cores, and waking that team took 30-150 ms
-        # per forward on a busy 2-core machine (0.4 ms with the learner's setting repeated here).
+        # would run small matmuls on a team of all cores, and waking that team costs more than
+        # the forward on a busy machine (docs/benchmarks.md, "Measured code choices").
         torch.set_num_threads(self._num_threads)
         version = 0
         try:
