@@ -10,8 +10,8 @@ file looks like::
 
 where each row is one finished episode (return, length, wall time in seconds since
 ``t_start``). A run's files are merged in wall-time order and the x-axis is the cumulative
-number of env steps across all of the run's envs. ``scripts/plot.py`` draws what ``aggregate``
-returns.
+number of env steps across all of the run's envs. ``plot_curves`` draws what ``aggregate``
+returns (``scripts/plot.py``, ``scripts/benchmark.py``).
 """
 from __future__ import annotations
 
@@ -194,3 +194,54 @@ def aggregate(
     else:
         lo, hi = mean.copy(), mean.copy()
     return x, mean, lo, hi
+
+
+BAND_LABEL = {"minmax": "min–max", "std": "±1 std", "none": ""}
+
+
+def plot_curves(
+    curves: list[tuple[str, int | str, tuple]],
+    out_path: str,
+    title: str | None = None,
+    xmax: float | None = None,
+    band: str = "minmax",
+) -> str:
+    """Draw ``curves`` on one axes and save a PNG to ``out_path``.
+
+    ``curves`` is a list of ``(label, n_seeds, (x, mean, lo, hi))``. The
+    legend shows the seed count and, for several seeds, the band type; ``n_seeds``
+    may instead be a text such as ``"5 episodes per checkpoint"`` (a history).
+    Returns ``out_path``.
+    """
+    from matplotlib.figure import Figure  # not pyplot: no backend or display is chosen here
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for label, n, (x, mean, lo, hi) in curves:
+        spread = isinstance(n, str) or n > 1
+        desc = f"{label} ({n}" if isinstance(n, str) else f"{label} (n={n}"
+        if spread and band != "none":
+            desc += f", band: {BAND_LABEL[band]}"
+        desc += ")"
+        (line,) = ax.plot(x, mean, label=desc, linewidth=1.6)
+        if spread and band != "none":
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("episode return")
+    if xmax is not None:
+        ax.set_xlim(left=0, right=xmax)
+    ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 3))
+    ax.grid(True, alpha=0.3)
+    if title:
+        ax.set_title(title)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    parent = os.path.dirname(os.path.abspath(out_path))
+    os.makedirs(parent, exist_ok=True)
+    fig.savefig(out_path, dpi=120)
+    return out_path
+
+
+def env_filename(env_id: str) -> str:
+    """File name for an env id's PNG: ``/`` (and ``\\``) replaced by ``_``."""
+    return env_id.replace("/", "_").replace("\\", "_") + ".png"

@@ -5,7 +5,9 @@ Each run is ``main.py`` in a subprocess, under ``<out>/runs/<env>/<recipe>/seed<
 ``logs/``, ``models/`` and ``stdout.log``). The score of a run is the mean return of its last 10
 training episodes (what main.py's log line shows); a row gives the mean ± std of that over the
 seeds. Writes ``<out>/results.md`` (the table and the commands) and ``<out>/<env>.png`` (learning
-curves, seed band min-max, via plot.py), and prints each run's line and the table.
+curves, seed band min-max), and prints each run's line and the table. With ``--reuse`` a run
+whose checkpoint already holds the whole budget is read, not trained again: a suite cut short
+continues, and seeds run apart (other ``--out`` dirs, linked in) make one table.
 
     python scripts/benchmark.py --suite mujoco --env HalfCheetah-v5 --recipe tuned --seeds 1 \\
         --num-env-steps 300000
@@ -15,7 +17,6 @@ from __future__ import annotations
 import argparse
 import csv
 import glob
-import importlib.util
 import os
 import shlex
 import subprocess
@@ -25,23 +26,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-import plot  # scripts/ is on sys.path when this file runs as a script
+from a2c_ppo_acktr import recipes
+from a2c_ppo_acktr.arguments import get_args
+from a2c_ppo_acktr.checkpoint import CheckpointError, load_checkpoint
+from a2c_ppo_acktr.curves import CurveError, aggregate, env_filename, load_run, plot_curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAST_EPISODES = 10
 
 
-def _load_recipes():
-    """a2c_ppo_acktr/recipes.py (no imports of its own) by path: the repository root is not on
-    sys.path of a script in scripts/, and the package need not be installed."""
-    spec = importlib.util.spec_from_file_location(
-        "recipes", os.path.join(ROOT, "a2c_ppo_acktr", "recipes.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-recipes = _load_recipes()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,13 +52,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="runs at a time; each MuJoCo / classic run is mostly one busy core "
                    "(default: half the cores)")
     p.add_argument("--out", default="benchmark", help="output directory (default: benchmark)")
+    p.add_argument("--reuse", action="store_true",
+                   help="read the runs already finished under --out instead of training them "
+                   "again (default: every run trains, replacing its old files)")
     return p
 
 
-def run_one(env: str, name: str, seed: int, steps: int, out: str) -> dict:
-    """Train one run to completion; returns its result (``score`` None if it failed)."""
+def finished(env: str, name: str, steps: int, run_dir: str) -> bool:
+    """Whether ``run_dir`` holds this recipe's run trained to the end of ``steps`` (its checkpoint
+    says so; main.py trains whole updates, so ``steps`` rounded down to them)."""
+    args = get_args(recipes.command(env, name, steps)[2:])
+    per_update = args.num_steps * args.num_processes
+    found = glob.glob(os.path.join(run_dir, "models", "*", "*.pt"))
+    try:
+        return len(found) == 1 and (
+            load_checkpoint(found[0])["env_steps"] == steps // per_update * per_update)
+    except CheckpointError:
+        return False
+
+
+def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = False) -> dict:
+    """Train one run to completion (``reuse``: unless it is finished); returns its result
+    (``score`` None if it failed)."""
     run_dir = os.path.join(out, "runs", env.replace("/", "_"), name, f"seed{seed}")
     os.makedirs(run_dir, exist_ok=True)
+    if reuse and finished(env, name, steps, run_dir):
+        return read_result(env, name, seed, steps, run_dir, 0, None)
     argv = recipes.command(env, name, steps, seed)
     argv = [sys.executable, os.path.join(ROOT, "main.py")] + argv[2:] + [
         "--log-dir", os.path.join(run_dir, "logs"), "--save-dir", os.path.join(run_dir, "models"),
@@ -75,16 +87,21 @@ def run_one(env: str, name: str, seed: int, steps: int, out: str) -> dict:
     start = time.time()
     with open(os.path.join(run_dir, "stdout.log"), "w") as log:
         rc = subprocess.call(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env_vars)
+    return read_result(env, name, seed, steps, run_dir, rc, time.time() - start)
+
+
+def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: int,
+                wall: float | None) -> dict:
+    """A run's result from its files; ``wall`` None: the training time its log recorded."""
     result = {"env": env, "recipe": name, "seed": seed, "steps": steps, "rc": rc,
-              "wall": time.time() - start, "dir": run_dir, "score": None, "fps": None,
-              "curve": None}
+              "wall": wall, "dir": run_dir, "score": None, "fps": None, "curve": None}
     monitor_dirs = sorted({os.path.dirname(f) for f in glob.glob(
         os.path.join(run_dir, "logs", "**", "*.monitor.csv"), recursive=True)
-        if not os.path.dirname(f).endswith("_eval")})
+        if os.path.basename(os.path.dirname(f)) != "eval"})
     if rc == 0 and len(monitor_dirs) == 1:
         try:
-            result["curve"] = plot.load_run(monitor_dirs[0])
-        except plot.PlotError:
+            result["curve"] = load_run(monitor_dirs[0])
+        except CurveError:
             pass
     if result["curve"] is not None:
         result["score"] = float(np.mean(result["curve"][1][-LAST_EPISODES:]))
@@ -94,6 +111,8 @@ def run_one(env: str, name: str, seed: int, steps: int, out: str) -> dict:
             rows = list(csv.DictReader(f))
         if rows:
             result["fps"] = float(rows[-1]["fps"])
+            if result["wall"] is None:
+                result["wall"] = float(rows[-1]["time"])
     return result
 
 
@@ -133,9 +152,9 @@ def write_curves(results: list[dict], out: str) -> list[str]:
             runs = [r["curve"] for r in results
                     if r["env"] == env and r["recipe"] == name and r["curve"] is not None]
             if runs:
-                curves.append((name, len(runs), plot.aggregate(runs)))
+                curves.append((name, len(runs), aggregate(runs)))
         if curves:
-            written.append(plot.plot_curves(curves, os.path.join(out, plot.env_filename(env)),
+            written.append(plot_curves(curves, os.path.join(out, env_filename(env)),
                                             env))
     return written
 
@@ -155,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(e, name, s) for e in envs for name in args.recipe for s in args.seeds]
     results = []
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_one, e, name, s, steps, out) for e, name, s in jobs]
+        futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse)
+                   for e, name, s in jobs]
         for f in futures:
             results.append(f.result())
             print(run_line(results[-1]), flush=True)

@@ -25,69 +25,13 @@ import os
 import sys
 from collections import OrderedDict
 
-import matplotlib
 import numpy as np
 
 from a2c_ppo_acktr.checkpoint import CheckpointError
-from a2c_ppo_acktr.curves import CurveError, aggregate, load_run
+from a2c_ppo_acktr.curves import CurveError, aggregate, env_filename, load_run, plot_curves
 from a2c_ppo_acktr.history import evaluate_history, history_curve
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
 GLOB_CHARS = "*?["
-
-
-# --------------------------------------------------------------------------- #
-# Plotting
-# --------------------------------------------------------------------------- #
-BAND_LABEL = {"minmax": "min–max", "std": "±1 std", "none": ""}
-
-
-def plot_curves(
-    curves: list[tuple[str, int, tuple]],
-    out_path: str,
-    title: str | None = None,
-    xmax: float | None = None,
-    band: str = "minmax",
-) -> str:
-    """Draw ``curves`` on one axes and save a PNG to ``out_path``.
-
-    ``curves`` is a list of ``(label, n_seeds, (x, mean, lo, hi))``. The
-    legend shows the seed count and, for several seeds, the band type; ``n_seeds``
-    may instead be a text such as ``"5 episodes per checkpoint"`` (a history).
-    Returns ``out_path``.
-    """
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, n, (x, mean, lo, hi) in curves:
-        spread = isinstance(n, str) or n > 1
-        desc = f"{label} ({n}" if isinstance(n, str) else f"{label} (n={n}"
-        if spread and band != "none":
-            desc += f", band: {BAND_LABEL[band]}"
-        desc += ")"
-        (line,) = ax.plot(x, mean, label=desc, linewidth=1.6)
-        if spread and band != "none":
-            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episode return")
-    if xmax is not None:
-        ax.set_xlim(left=0, right=xmax)
-    ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 3))
-    ax.grid(True, alpha=0.3)
-    if title:
-        ax.set_title(title)
-    ax.legend(loc="best", fontsize="small")
-    fig.tight_layout()
-    parent = os.path.dirname(os.path.abspath(out_path))
-    os.makedirs(parent, exist_ok=True)
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)
-    return out_path
-
-
-def env_filename(env_id: str) -> str:
-    """File name for an env id's PNG: ``/`` (and ``\\``) replaced by ``_``."""
-    return env_id.replace("/", "_").replace("\\", "_") + ".png"
 
 
 # --------------------------------------------------------------------------- #

@@ -59,6 +59,17 @@ def test_benchmark_end_to_end(tmp_path):
     png = out / "CartPole-v1.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
+    # --reuse reads the finished runs instead of training them again: same row, logs untouched.
+    logs = [out / "runs" / "CartPole-v1" / "tuned" / f"seed{k}" / "stdout.log" for k in (1, 2)]
+    stamps = [log.stat().st_mtime_ns for log in logs]
+    again = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
+         "--env", "CartPole-v1", "--seeds", "1", "2", "--num-env-steps", "2048", "--reuse",
+         "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert row.group(0) in again.stdout
+    assert [log.stat().st_mtime_ns for log in logs] == stamps
+
 
 def test_benchmark_refuses_env_outside_suite(tmp_path):
     proc = subprocess.run(
