@@ -14,6 +14,7 @@ update on it; the ranks stay one learner because
 Not supported: ACKTR (K-FAC's curvature statistics are per rank, so the ranks' steps would differ)
 and ``--num-workers`` (Ray workers) together with torchrun.
 """
+import importlib
 import os
 from typing import Any
 
@@ -39,6 +40,12 @@ class DDP:
             self.device = torch.device("cuda", local_rank)
         else:
             self.device = torch.device("cpu")
+        # The optimizers import torch._dynamo on first use. Imported after init_process_group, it
+        # keeps references to the default group that destroy_process_group does not drop, so
+        # gloo's worker threads outlive close() and could abort the interpreter at exit
+        # ("terminate called without an active exception", 1 run in ~15 here). Imported first,
+        # it takes none.
+        importlib.import_module("torch._dynamo")
         # gloo on CPU; nccl moves GPU tensors without a trip through the host.
         dist.init_process_group("nccl" if cuda else "gloo")
         self._norm_base = None

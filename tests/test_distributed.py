@@ -53,6 +53,12 @@ def _rank(rank, ports, tmp):
     log_dir, save_dir = os.path.join(tmp, "logs"), os.path.join(tmp, "models")
     assert main.main(ARGV + ["--log-dir", log_dir, "--save-dir", save_dir]) == 0
     torch.save(captured["model"].state_dict(), os.path.join(tmp, f"policy{rank}.pt"))
+    with open(os.path.join(tmp, f"threads{rank}.txt"), "w") as f:
+        f.write("\n".join(_thread_names()))
+
+
+def _thread_names():
+    return [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +100,18 @@ def test_ranks_stay_one_learner(two_ranks):
     with open(os.path.join(logs, "progress.csv")) as f:
         steps = [int(r["timesteps"]) for r in csv.DictReader(f)]
     assert steps == [WORLD * P * T * (j + 1) for j in range(UPDATES)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads Linux's /proc")
+def test_process_group_is_gone_after_the_run(two_ranks):
+    """main.main's DDP.close() ends gloo's threads: a group kept alive past it (torch._dynamo,
+    imported after init_process_group, holds references to it) let a gloo thread release a
+    Python tensor during interpreter shutdown, which aborted the rank ("terminate called
+    without an active exception") in about 1 torchrun run of 15."""
+    for rank in range(WORLD):
+        with open(os.path.join(two_ranks, f"threads{rank}.txt")) as f:
+            names = f.read().split()
+        assert not [n for n in names if "gloo" in n], names
 
 
 def test_acktr_and_ray_workers_are_refused_under_torchrun(tmp_path, capsys, monkeypatch):
