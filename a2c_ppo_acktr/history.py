@@ -26,18 +26,22 @@ def evaluate_history(directory: str, num_episodes: int = 10, seed: int = 1000,
     found = history(directory)
     if not found:
         raise CheckpointError(f"{directory} holds no <steps>.pt checkpoints of --save-history")
-    points = []
-    for steps, path in found:
-        ckpt = load_policy_checkpoint(path)
-        with tempfile.TemporaryDirectory() as log_dir:  # the Monitor's raw returns
-            envs = make_vec_envs(ckpt["env_name"], seed, num_processes, None, log_dir, "cpu",
-                                 True, env_kwargs=ckpt.get("env_kwargs"), episodic_life=False)
-            try:
-                returns = run_episodes(build_policy(ckpt, path, envs), envs, num_episodes)
-            finally:
-                envs.close()
-        points.append((steps, returns))
-    return points
+    return [(steps, evaluate_checkpoint(path, num_episodes, seed, num_processes))
+            for steps, path in found]
+
+
+def evaluate_checkpoint(path: str, num_episodes: int = 10, seed: int = 1000,
+                        num_processes: int = 1) -> list[float]:
+    """``num_episodes`` raw returns of the checkpoint's deterministic policy (whole games on
+    Atari), on envs seeded from ``seed``; ``CheckpointError`` if it cannot be loaded."""
+    ckpt = load_policy_checkpoint(path)
+    with tempfile.TemporaryDirectory() as log_dir:  # the Monitor's raw returns
+        envs = make_vec_envs(ckpt["env_name"], seed, num_processes, None, log_dir, "cpu",
+                             True, env_kwargs=ckpt.get("env_kwargs"), episodic_life=False)
+        try:
+            return run_episodes(build_policy(ckpt, path, envs), envs, num_episodes)
+        finally:
+            envs.close()
 
 
 def history_curve(points: list[tuple[int, list[float]]], band: str = "minmax"

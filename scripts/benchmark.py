@@ -30,9 +30,11 @@ from a2c_ppo_acktr import recipes
 from a2c_ppo_acktr.arguments import get_args
 from a2c_ppo_acktr.checkpoint import CheckpointError, load_checkpoint
 from a2c_ppo_acktr.curves import CurveError, aggregate, env_filename, load_run, plot_curves
+from a2c_ppo_acktr.history import evaluate_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAST_EPISODES = 10
+EVAL_EPISODES = 10  # of the final policy, deterministic: what the zoo's tables report
 
 
 
@@ -94,7 +96,8 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
                 wall: float | None) -> dict:
     """A run's result from its files; ``wall`` None: the training time its log recorded."""
     result = {"env": env, "recipe": name, "seed": seed, "steps": steps, "rc": rc,
-              "wall": wall, "dir": run_dir, "score": None, "fps": None, "curve": None}
+              "wall": wall, "dir": run_dir, "score": None, "fps": None, "curve": None,
+              "eval": None}
     monitor_dirs = sorted({os.path.dirname(f) for f in glob.glob(
         os.path.join(run_dir, "logs", "**", "*.monitor.csv"), recursive=True)
         if os.path.basename(os.path.dirname(f)) != "eval"})
@@ -105,6 +108,12 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
             pass
     if result["curve"] is not None:
         result["score"] = float(np.mean(result["curve"][1][-LAST_EPISODES:]))
+        checkpoints = glob.glob(os.path.join(run_dir, "models", "*", "*.pt"))
+        if len(checkpoints) == 1:
+            try:
+                result["eval"] = float(np.mean(evaluate_checkpoint(checkpoints[0], EVAL_EPISODES)))
+            except CheckpointError:
+                pass
     progress = glob.glob(os.path.join(run_dir, "logs", "**", "progress.csv"), recursive=True)
     if progress:
         with open(progress[0], newline="") as f:
@@ -120,14 +129,17 @@ def run_line(r: dict) -> str:
     if r["score"] is None:
         return (f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: FAILED (exit "
                 f"status {r['rc']}), see {os.path.join(r['dir'], 'stdout.log')}")
+    final = "" if r["eval"] is None else (
+        f", final policy {r['eval']:.1f} (deterministic, {EVAL_EPISODES} episodes)")
     return (f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: mean of last "
-            f"{LAST_EPISODES} episodes {r['score']:.1f}, wall {r['wall'] / 60:.1f} min, "
+            f"{LAST_EPISODES} episodes {r['score']:.1f}{final}, wall {r['wall'] / 60:.1f} min, "
             f"{r['fps']:.0f} fps")
 
 
 def table(results: list[dict]) -> str:
     lines = [f"| env | recipe | steps | seeds | last-{LAST_EPISODES} return, mean ± std over seeds "
-             "| per seed | wall time per run | fps |", "|---|---|---|---|---|---|---|---|"]
+             f"| per seed | final policy, deterministic ({EVAL_EPISODES} episodes), per seed "
+             "| wall time per run | fps |", "|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         if r["score"] is not None:
@@ -135,9 +147,11 @@ def table(results: list[dict]) -> str:
     for (env, name, steps), rs in groups.items():
         scores = np.array([r["score"] for r in rs])
         spread = f" ± {scores.std():.0f}" if len(rs) > 1 else ""
+        finals = " / ".join("-" if r["eval"] is None else f"{r['eval']:.0f}" for r in rs)
         lines.append(
             f"| {env} | {name} | {steps:,} | {', '.join(str(r['seed']) for r in rs)} | "
             f"{scores.mean():.0f}{spread} | {' / '.join(f'{s:.0f}' for s in scores)} | "
+            f"{finals} | "
             f"{np.mean([r['wall'] for r in rs]) / 60:.1f} min | "
             f"{np.mean([r['fps'] for r in rs]):.0f} |")
     return "\n".join(lines)

@@ -47,14 +47,20 @@ def test_benchmark_end_to_end(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
+    finals = []
     for seed in (1, 2):
-        assert re.search(rf"CartPole-v1 tuned 2048 steps seed {seed}: mean of last 10 episodes "
-                         r"[\d.]+, wall [\d.]+ min, \d+ fps", proc.stdout)
-    row = re.search(r"\| CartPole-v1 \| tuned \| 2,048 \| 1, 2 \| (\d+) ± (\d+) \| (\d+) / (\d+) \|",
-                    proc.stdout)
+        line = re.search(rf"CartPole-v1 tuned 2048 steps seed {seed}: mean of last 10 episodes "
+                         r"[\d.]+, final policy ([\d.]+) \(deterministic, 10 episodes\), "
+                         r"wall [\d.]+ min, \d+ fps", proc.stdout)
+        assert line, proc.stdout
+        finals.append(float(line.group(1)))
+    row = re.search(r"\| CartPole-v1 \| tuned \| 2,048 \| 1, 2 \| (\d+) ± (\d+) \| (\d+) / (\d+) \| "
+                    r"(\d+) / (\d+) \|", proc.stdout)
     assert row, proc.stdout
-    mean, _, first, second = map(int, row.groups())
+    mean, _, first, second, final1, final2 = map(int, row.groups())
     assert 9 <= mean <= 500 and abs(mean - (first + second) / 2) <= 1
+    # CartPole returns are whole episode lengths, at least 8 steps and at most 500
+    assert [final1, final2] == [round(f) for f in finals] and all(8 <= f <= 500 for f in finals)
     assert row.group(0) in (out / "results.md").read_text()
     png = out / "CartPole-v1.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
