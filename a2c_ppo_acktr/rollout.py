@@ -111,13 +111,21 @@ def _collect_pipelined(envs, actor_critic, rollouts, *rest):
     groups = [envs.group_slice(g) for g in range(envs.num_groups)]
     acted = [None] * len(groups)
     last = len(groups) - 1
-    for step in range(rollouts.num_steps + 1):
-        for g, columns in enumerate(groups):
-            if step > 0:
-                _store(envs.recv(g), acted[g], actor_critic, rollouts, *rest, columns, g == last)
-            if step < rollouts.num_steps:
-                acted[g] = _act(actor_critic, rollouts, step, columns)
-                envs.send(acted[g][1], g)
+    # One intra-op thread for these small forwards: the other cores are ALE's, stepping the
+    # other groups meanwhile; more threads here only contend with them (docs/benchmarks.md).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for step in range(rollouts.num_steps + 1):
+            for g, columns in enumerate(groups):
+                if step > 0:
+                    _store(envs.recv(g), acted[g], actor_critic, rollouts, *rest, columns,
+                           g == last)
+                if step < rollouts.num_steps:
+                    acted[g] = _act(actor_critic, rollouts, step, columns)
+                    envs.send(acted[g][1], g)
+    finally:
+        torch.set_num_threads(threads)  # the update's
 
 
 class Collector:

@@ -188,37 +188,55 @@ class _Deterministic(torch.nn.Module):
 
     recurrent_hidden_state_size = 1
 
+    def __init__(self):
+        super().__init__()
+        self.threads = set()  # intra-op threads seen while acting
+
     def get_value(self, obs, hxs, masks):
         return obs.float().mean(dim=(1, 2, 3))[:, None]
 
     def act(self, obs, hxs, masks):
+        self.threads.add(torch.get_num_threads())
         value = self.get_value(obs, hxs, masks)
         action = (obs[:, -1].float().sum(dim=(1, 2)) % 4).long()[:, None] ^ (masks > 0).long()
         return value, action, -value, hxs + masks
 
 
-def test_pipelined_collection_fills_the_same_storage(one_thread):
+def test_pipelined_collection_fills_the_same_storage(two_threads):
     """Two groups stepped in turn (the policy acting on one while the other steps) give the
     rollout that one group gives: same transitions, masks, bootstrap values, layout; and the
-    frames pack for the Ray workers (``workers.pack_frames``) and unpack exactly."""
-    stores = []
+    frames pack for the Ray workers (``workers.pack_frames``) and unpack exactly. The policy
+    acts on one intra-op thread there (ALE's threads have the other cores), the update's
+    threads come back after."""
+    stores, threads = [], []
     for groups in (1, 2):
         venv = AleVecEnv(BREAKOUT, 4, seed=0, groups=groups,
                          env_kwargs={"max_num_frames_per_episode": 200})
         envs = make_module.VecPyTorch(venv, "cpu")
         store = RolloutStorage(60, 4, (4, 84, 84), venv.action_space, 1, obs_dtype=torch.uint8)
         store.obs[0].copy_(envs.reset())
-        returns = []
-        collect_rollout(envs, _Deterministic(), store, returns, True)
+        returns, policy = [], _Deterministic()
+        collect_rollout(envs, policy, store, returns, True)
         envs.close()
         stores.append(store)
+        threads.append(policy.threads)
+        assert torch.get_num_threads() == 2
         assert len(returns) == 4 and (store.bootstrap_values != 0).any()
     for name in RolloutStorage._fields:
         assert torch.equal(getattr(stores[0], name), getattr(stores[1], name)), name
+    assert threads == [{2}, {1}]
     assert frame_channels(envs) == 1
     out = {name: getattr(stores[1], name).clone() for name in workers.FIELDS}
     workers.pack_frames(out, 1)
     assert torch.equal(workers.unpack_frames(out), stores[1].obs)
+
+
+@pytest.fixture
+def two_threads():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
 
 
 def test_ale_training_evaluation_resume_and_enjoy(tmp_path, capsys, monkeypatch, one_thread):
@@ -256,10 +274,14 @@ def test_ale_worker_packs_and_checks_its_rollouts():
     assert workers.checksums(rollout) == rollout["checksums"]
 
 
-def test_auto_picks_ale_for_atari_and_says_so(capsys):
+def test_auto_picks_ale_for_atari_and_says_so(capsys, monkeypatch):
     spec = single._env_spec("ALE/Pong-v5")
-    assert make_module._auto_vec_env(spec, 8, None) == "ale"
-    assert make_module._auto_vec_env(spec, 8, "rgb_array") != "ale"  # ALE does not render
+    monkeypatch.setattr(make_module, "_num_cpus", lambda: 2)
+    assert make_module._auto_vec_env(spec, 8, None) == "ale-pipelined"
+    assert make_module._auto_vec_env(spec, 7, None) == "ale"  # no two equal halves
+    assert not make_module._auto_vec_env(spec, 8, "rgb_array").startswith("ale")  # no render
+    monkeypatch.setattr(make_module, "_num_cpus", lambda: 1)
+    assert make_module._auto_vec_env(spec, 8, None) == "ale"  # no second CPU to overlap on
     make_module._announced.clear()
     for _ in range(2):
         make_vec_envs("ALE/Pong-v5", 0, 1, None, None, "cpu", True).close()

@@ -18,7 +18,8 @@ _announced = set()
 def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None) -> str:
     """The backend ``auto`` picks; docs/benchmarks.md has the measurements behind it."""
     if render_mode is None and _is_atari(spec) and ale_vector_available():
-        return "ale"
+        # Two halves overlap the policy's forward with ALE's stepping; that needs a second CPU.
+        return "ale-pipelined" if num_envs % 2 == 0 and _num_cpus() > 1 else "ale"
     # Subprocesses only pay off when 3+ CPUs step envs far costlier than a pipe round trip
     # (~40 us): Atari, MuJoCo, not classic control / toy text (~5 us a step).
     cheap = str(spec.entry_point).startswith(("gymnasium.envs.classic_control",
