@@ -231,14 +231,6 @@ def test_pipelined_collection_fills_the_same_storage(two_threads):
     assert torch.equal(workers.unpack_frames(out), stores[1].obs)
 
 
-@pytest.fixture
-def two_threads():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_ale_training_evaluation_resume_and_enjoy(tmp_path, capsys, monkeypatch, one_thread):
     import enjoy
 
