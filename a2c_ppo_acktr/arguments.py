@@ -143,6 +143,9 @@ def build_parser():
                    help="hidden activation (default: tanh for the MLP, relu for the CNN)")
     g.add_argument("--log-std-init", type=float, default=0.0,
                    help="initial log standard deviation of Box (Gaussian) actions (default: 0)")
+    g.add_argument("--action-mean-gain", type=float, default=1.0,
+                   help="orthogonal-init gain of the layer giving the mean of Box (Gaussian) "
+                   "actions (default: 1, the original's; SB3 and CleanRL use 0.01)")
     g.add_argument("--init", choices=INITS, default="orthogonal",
                    help="layer initialization: orthogonal (the original's) or default "
                    "(PyTorch's, as SB3's ortho_init=False) (default: orthogonal)")
@@ -246,6 +249,11 @@ def check_args(args):
              "Conv2d layers only, not the GRU")
     if args.num_workers < 0:
         fail(f"--num-workers must be 0 or a positive integer, got {args.num_workers}")
+    if not args.action_mean_gain > 0:
+        fail(f"--action-mean-gain must be positive, got {args.action_mean_gain}")
+    if args.action_mean_gain != 1.0 and args.init == "default":
+        fail(f"--action-mean-gain {args.action_mean_gain:g} sets a gain of the orthogonal init; "
+             "it does nothing with --init default")
     # Warnings wait until all input is checked: bad input gets its one error line only.
     args.warnings = [w for w in [check_minibatches(args) if args.algo == "ppo" else None] if w]
     for name in ("ray_address", "check_rollouts"):

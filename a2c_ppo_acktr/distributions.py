@@ -107,9 +107,10 @@ class Categorical(nn.Module):
 class DiagGaussian(nn.Module):
     """Head for ``Box`` action spaces; the log-std is a free parameter, not a function of the state."""
 
-    def __init__(self, num_inputs: int, num_outputs: int, log_std_init: float = 0.0) -> None:
+    def __init__(self, num_inputs: int, num_outputs: int, log_std_init: float = 0.0,
+                 mean_gain: float = 1.0) -> None:
         super().__init__()
-        self.fc_mean = init(nn.Linear(num_inputs, num_outputs))
+        self.fc_mean = init(nn.Linear(num_inputs, num_outputs), gain=mean_gain)
         self.logstd = nn.Parameter(torch.full((num_outputs,), float(log_std_init)))
 
     def forward(self, x: torch.Tensor) -> DiagGaussianDist:

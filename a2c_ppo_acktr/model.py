@@ -26,7 +26,8 @@ def policy_kwargs(args: argparse.Namespace) -> dict:
         if getattr(args, name, None) is not None:
             base_kwargs[name] = getattr(args, name)
     return {"base_kwargs": base_kwargs, "log_std_init": getattr(args, "log_std_init", 0.0),
-            "init": getattr(args, "init", "orthogonal")}
+            "init": getattr(args, "init", "orthogonal"),
+            "action_mean_gain": getattr(args, "action_mean_gain", 1.0)}
 
 
 class Policy(nn.Module):
@@ -36,16 +37,21 @@ class Policy(nn.Module):
     1-D vectors -> ``MLPBase``. ``action_space`` picks the head: Discrete -> Categorical,
     Box -> DiagGaussian, MultiBinary -> Bernoulli. ``base_kwargs`` go to the base
     (``recurrent``, ``hidden_size``, ``activation``). ``log_std_init`` is the Gaussian head's
-    initial log-std; ``init="default"`` replaces the original's orthogonal init of the Linear and
-    Conv2d layers by PyTorch's own (SB3's ``ortho_init=False``).
+    initial log-std and ``action_mean_gain`` the orthogonal gain of its mean layer (SB3 and
+    CleanRL: 0.01, near-zero initial means); ``init="default"`` replaces the original's orthogonal
+    init of the Linear and Conv2d layers by PyTorch's own (SB3's ``ortho_init=False``).
     """
 
     def __init__(self, obs_shape: Sequence[int], action_space: gym.Space,
                  base: "type[NNBase] | None" = None, base_kwargs: dict | None = None,
-                 log_std_init: float = 0.0, init: str = "orthogonal") -> None:
+                 log_std_init: float = 0.0, init: str = "orthogonal",
+                 action_mean_gain: float = 1.0) -> None:
         super().__init__()
         if init not in INITS:
             raise ValueError(f"unknown init {init!r}; expected one of {', '.join(INITS)}")
+        if init == "default" and action_mean_gain != 1.0:
+            raise ValueError("an action mean gain applies to the orthogonal init, not to "
+                             "init='default'")
         base_kwargs = base_kwargs or {}
         if base is None:
             if len(obs_shape) == 3:
@@ -61,7 +67,8 @@ class Policy(nn.Module):
         if isinstance(action_space, spaces.Discrete):
             self.dist = Categorical(self.base.output_size, int(action_space.n))
         elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
-            self.dist = DiagGaussian(self.base.output_size, action_space.shape[0], log_std_init)
+            self.dist = DiagGaussian(self.base.output_size, action_space.shape[0], log_std_init,
+                                     action_mean_gain)
         elif isinstance(action_space, spaces.MultiBinary) and len(action_space.shape) == 1:
             self.dist = Bernoulli(self.base.output_size, action_space.shape[0])
         else:

@@ -91,12 +91,16 @@ def test_bad_arguments_exit_with_one_line(tmp_path, capsys):
                          "(3 * 5 = 15) must be at least --num-mini-batch"),
                         (["--algo", "ppo", "--recurrent-policy", "--num-processes", "3",
                           "--num-mini-batch", "4"], "envs (3) must be at least --num-mini-batch"),
-                        (["--vec-env", "threads"], "--vec-env 'threads'")]:
+                        (["--vec-env", "threads"], "--vec-env 'threads'"),
+                        (["--action-mean-gain", "0"], "--action-mean-gain must be positive, got 0"),
+                        (["--action-mean-gain", "0.01", "--init", "default"],
+                         "--action-mean-gain 0.01 sets a gain of the orthogonal init")]:
         with pytest.raises(SystemExit) as exc:
             main.main(bad + ["--log-dir", str(tmp_path / "l"), "--save-dir", str(tmp_path / "s")])
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and needle in err, err
+    assert not (tmp_path / "l").exists() and not (tmp_path / "s").exists()
 
 
 @pytest.mark.slow

@@ -154,8 +154,27 @@ def test_policy_kwargs_from_flags_defaults_keep_the_original_network():
     from a2c_ppo_acktr.arguments import get_args
     default = policy_kwargs(get_args(["--env-name", "CartPole-v1"]))
     assert default == {"base_kwargs": {"recurrent": False}, "log_std_init": 0.0,
-                       "init": "orthogonal"}
+                       "init": "orthogonal", "action_mean_gain": 1.0}
     tuned = policy_kwargs(get_args(["--hidden-size", "256", "--activation", "relu",
                                     "--log-std-init", "-2", "--init", "default"]))
     assert tuned == {"base_kwargs": {"recurrent": False, "hidden_size": 256, "activation": "relu"},
-                     "log_std_init": -2.0, "init": "default"}
+                     "log_std_init": -2.0, "init": "default", "action_mean_gain": 1.0}
+    small = policy_kwargs(get_args(["--action-mean-gain", "0.01"]))
+    assert small["action_mean_gain"] == 0.01 and small["init"] == "orthogonal"
+
+
+@pytest.mark.parametrize("gain", [1.0, 0.01])
+def test_action_mean_gain_scales_the_orthogonal_mean_layer(gain):
+    """The Gaussian mean layer's rows are orthogonal with norm ``gain`` (torch.nn.init.orthogonal_
+    semantics), its bias zero; the other layers keep the original's init."""
+    torch.manual_seed(0)
+    policy = Policy((11,), spaces.Box(-1, 1, (3,), np.float32), action_mean_gain=gain)
+    w = policy.dist.fc_mean.weight.detach()
+    torch.testing.assert_close(w @ w.T, gain ** 2 * torch.eye(3), atol=1e-6 * gain ** 2 + 1e-7,
+                               rtol=1e-4)
+    assert not policy.dist.fc_mean.bias.any()
+    torch.manual_seed(0)
+    original = Policy((11,), spaces.Box(-1, 1, (3,), np.float32))
+    torch.testing.assert_close(policy.base.actor[0].weight, original.base.actor[0].weight)
+    with pytest.raises(ValueError, match="orthogonal init"):
+        Policy((11,), spaces.Box(-1, 1, (3,), np.float32), init="default", action_mean_gain=0.01)
