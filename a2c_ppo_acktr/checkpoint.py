@@ -14,6 +14,7 @@ A run is keyed by (algo, env id, seed)::
 which the entry points turn into their ``fail`` line.
 """
 import glob
+import inspect
 import os
 import tempfile
 from typing import Any, NamedTuple, Optional
@@ -196,8 +197,12 @@ def build_policy(ckpt: dict, path: str, envs) -> Policy:
     obs_shape, action_space = tuple(envs.observation_space.shape), envs.action_space
     check_checkpoint(ckpt, path, ckpt["env_name"], obs_shape, action_space)
     # Checkpoints from before --hidden-size etc. have no "policy_kwargs": the original's network.
-    policy = Policy(obs_shape, action_space, **ckpt.get(
-        "policy_kwargs", {"base_kwargs": {"recurrent": ckpt["recurrent_policy"]}}))
+    kwargs = ckpt.get("policy_kwargs", {"base_kwargs": {"recurrent": ckpt["recurrent_policy"]}})
+    unknown = sorted(set(kwargs) - set(inspect.signature(Policy).parameters))
+    if unknown:  # saved by a newer version of this package
+        raise CheckpointError(f"{path} was saved with policy settings this version does not know "
+                              f"({', '.join(unknown)}); update a2c_ppo_acktr to load it")
+    policy = Policy(obs_shape, action_space, **kwargs)
     try:
         policy.load_state_dict(ckpt["actor_critic"])
     except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."

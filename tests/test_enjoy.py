@@ -221,6 +221,14 @@ def test_error_policy_does_not_fit_env(capsys, tmp_path, cartpole):
     assert "does not fit Acrobot-v1" in err and "size mismatch" in err
 
 
+def test_error_checkpoint_from_a_newer_version(capsys, tmp_path, cartpole):
+    ckpt = load_checkpoint(os.path.join(cartpole, "a2c", "CartPole-v1_seed1.pt"))
+    ckpt["policy_kwargs"]["action_noise_schedule"] = "cosine"  # a setting this version lacks
+    save_checkpoint(ckpt, tmp_path / "newer.pt")
+    err = fail(capsys, "--load-dir", str(tmp_path / "newer.pt"))
+    assert "policy settings this version does not know (action_noise_schedule)" in err
+
+
 def test_load_dir_forms_and_choosing_among_several(capsys, tmp_path, cartpole):
     """--load-dir may be one <algo> directory of the save dir (the original's documented form);
     several checkpoints of the env, with the new names or the original's <env>.pt, are listed in
