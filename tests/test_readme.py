@@ -176,3 +176,21 @@ def test_the_parser_finds_the_set_up_command():
     first = blocks[0][1][0][0]
     assert first[:3] == ["python", "main.py", "--algo"], first
 
+
+
+def test_relative_links_of_readme_and_docs_exist():
+    """Every relative link and image in README.md and docs/*.md names a file that is there."""
+    pages = [os.path.join(ROOT, "README.md")] + sorted(
+        os.path.join(ROOT, "docs", f) for f in os.listdir(os.path.join(ROOT, "docs"))
+        if f.endswith(".md"))
+    missing = []
+    for page in pages:
+        with open(page) as f:
+            text = f.read()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"[a-z]+:", path):  # an anchor in the page, or a URL
+                continue
+            if not os.path.exists(os.path.join(os.path.dirname(page), path)):
+                missing.append(f"{os.path.relpath(page, ROOT)}: {target}")
+    assert not missing, missing
