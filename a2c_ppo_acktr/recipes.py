@@ -4,10 +4,12 @@ One place for ``scripts/benchmark.py`` and the commands in docs/results.md. A re
 flag except ``--env-name``, ``--num-env-steps``, ``--seed`` and the output directories.
 ``python -m a2c_ppo_acktr.recipes HalfCheetah-v5 tuned`` prints the full command.
 
-The tuned MuJoCo recipes translate rl-baselines3-zoo's tuned PPO hyper-parameters (hyperparams/
-ppo.yml, MuJoCo v3): one env, so the zoo's ``batch_size`` b of ``n_steps`` n is our
-``--num-mini-batch n/b``; SB3's loss (advantages standardized per minibatch, no value clipping);
-its ``policy_kwargs`` as ``--hidden-size``, ``--activation``, ``--log-std-init``, ``--init``.
+The tuned HalfCheetah, Ant and Humanoid recipes translate rl-baselines3-zoo's tuned PPO
+hyper-parameters (hyperparams/ppo.yml, MuJoCo v3): one env, so the zoo's ``batch_size`` b of
+``n_steps`` n is our ``--num-mini-batch n/b``; SB3's loss (advantages standardized per minibatch,
+no value clipping); its ``policy_kwargs`` as ``--hidden-size``, ``--activation``,
+``--log-std-init``, ``--init``, and SB3's action layer as ``--action-mean-gain 0.01``. Hopper's
+and Walker2d's start from CleanRL's settings (see ``TUNED``).
 """
 import argparse
 import shlex
