@@ -8,8 +8,9 @@ The tuned HalfCheetah, Ant and Humanoid recipes translate rl-baselines3-zoo's tu
 hyper-parameters (hyperparams/ppo.yml, MuJoCo v3): one env, so the zoo's ``batch_size`` b of
 ``n_steps`` n is our ``--num-mini-batch n/b``; SB3's loss (advantages standardized per minibatch,
 no value clipping); its ``policy_kwargs`` as ``--hidden-size``, ``--activation``,
-``--log-std-init``, ``--init``, and SB3's action layer as ``--action-mean-gain 0.01``. Hopper's
-and Walker2d's start from CleanRL's settings (see ``TUNED``).
+``--log-std-init``, ``--init``; with SB3's orthogonal init, its action layer's gain 0.01 as
+``--action-mean-gain 0.01``. Hopper's and Walker2d's start from CleanRL's settings (see
+``TUNED``).
 """
 import argparse
 import shlex
