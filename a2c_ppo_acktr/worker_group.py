@@ -14,7 +14,7 @@ import torch
 
 from a2c_ppo_acktr.checkpoint import run_paths
 from a2c_ppo_acktr.envs import (
-    VecNormalize,
+    Normalizer,
     check_env_kwargs,
     make_env,
     merge_normalizer,
@@ -37,21 +37,12 @@ from a2c_ppo_acktr.workers import (
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # uploaded to a Ray cluster
 
 
-class _Spaces:
-    """Stands in for the vector env under the learner's VecNormalize, which only keeps statistics."""
-
-    num_envs = 0
-
-    def __init__(self, observation_space, action_space):
-        self.observation_space, self.action_space = observation_space, action_space
-
-
 class WorkerGroup:
     """N Ray rollout workers, seen by ``main.py`` as one vector env of ``N * num_processes`` envs.
 
     It offers what the loop uses of ``make_vec_envs``'s result — ``observation_space``,
     ``action_space``, ``num_envs``, ``reset``, ``pause``, ``close``, and the learner's copy of the
-    normalization statistics as a ``VecNormalize`` in ``.venv`` (so ``get_vec_normalize``,
+    normalization statistics as a ``Normalizer`` in ``.venv`` (so ``get_vec_normalize``,
     checkpoints, resume and evaluation work as before) — and ``collect`` in place of
     ``collect_rollout``.
     """
@@ -102,8 +93,7 @@ class WorkerGroup:
         self.action_space = info[0]["action_space"]
         self.venv = None
         if info[0]["obs_rms"] is not None:
-            self.venv = VecNormalize(_Spaces(self.observation_space, self.action_space),
-                                     gamma=args.gamma)
+            self.venv = Normalizer(self.observation_space.shape, gamma=args.gamma)
             fresh = self.venv.state_dict()  # the same as each worker's before its envs' reset
             self.venv.load_state_dict(merge_normalizer(
                 fresh, [normalizer_delta(fresh, i["obs_rms"]) for i in info]))

@@ -14,6 +14,7 @@ from stable_baselines3.common.vec_env import VecNormalize as SB3VecNormalize
 
 from a2c_ppo_acktr.envs import (
     DummyVecEnv,
+    Normalizer,
     ShmemVecEnv,
     VecNormalize,
     VecPyTorch,
@@ -193,6 +194,13 @@ def test_vec_normalize_matches_sb3_and_round_trips(tmp_path):
         torch.testing.assert_close(loaded.state_dict(), ours.state_dict())
         np.testing.assert_array_equal(loaded.normalize_obs(obs), ours.normalize_obs(obs))
         loaded.close()
+        # The statistics alone (what the Ray learner keeps): the same state, the same scaling
+        # as SB3's frozen normalizer.
+        alone = Normalizer(ours.observation_space.shape)
+        alone.load_state_dict(torch.load(tmp_path / "vn.pt", weights_only=True))
+        assert get_vec_normalize(alone) is alone
+        torch.testing.assert_close(alone.state_dict(), ours.state_dict())
+        np.testing.assert_allclose(alone.normalize_obs(obs), theirs.normalize_obs(obs), rtol=1e-6)
     finally:
         ours.close()
         theirs.close()

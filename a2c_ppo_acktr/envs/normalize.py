@@ -100,23 +100,21 @@ def _clip(x: np.ndarray, bound: float) -> np.ndarray:
     return x.astype(np.float32)
 
 
-class VecNormalize(VecEnvWrapper):
-    """Normalizes observations by running mean/std and rewards by the std of the discounted return.
+class Normalizer:
+    """Running statistics of observations and of the discounted return, and their use.
 
-    Numerically the same as SB3's VecNormalize. ``eval()`` freezes the statistics; the
-    ``final_obs`` in infos is normalized too (without updating them).
+    What ``VecNormalize`` normalizes with, held alone where no env is stepped here: the Ray
+    workers' learner keeps its copy of the workers' statistics in one. ``eval()`` freezes them.
     """
 
-    def __init__(self, venv: VecEnv, ob: bool = True, ret: bool = True, clip_obs: float = 10.,
-                 clip_reward: float = 10., gamma: float = 0.99, epsilon: float = 1e-8) -> None:
-        super().__init__(venv)
-        self.ob_rms = RunningMeanStd(shape=self.observation_space.shape) if ob else None
+    def __init__(self, obs_shape: tuple[int, ...], ob: bool = True, ret: bool = True,
+                 clip_obs: float = 10., clip_reward: float = 10., gamma: float = 0.99,
+                 epsilon: float = 1e-8) -> None:
+        self.ob_rms = RunningMeanStd(shape=obs_shape) if ob else None
         self.ret_rms = RunningMeanStd(shape=()) if ret else None
         self.clip_obs, self.clip_reward = clip_obs, clip_reward
         self.gamma, self.epsilon = gamma, epsilon
-        self.returns = np.zeros(self.num_envs)  # (N,) discounted return so far, float64
         self.training = True
-        self.raw_obs = None  # the last un-normalized observations (gail_experts/generate.py)
 
     def train(self) -> None:
         self.training = True
@@ -130,6 +128,33 @@ class VecNormalize(VecEnvWrapper):
             return obs
         rms = self.ob_rms
         return _clip((obs - rms.mean) / np.sqrt(rms.var + self.epsilon), self.clip_obs)
+
+    def state_dict(self) -> dict:
+        """Running statistics as tensors / floats (safe for ``torch.load(weights_only=True)``)."""
+        pairs = (("ob_rms", self.ob_rms), ("ret_rms", self.ret_rms))
+        return {name: rms.state_dict() for name, rms in pairs if rms is not None}
+
+    def load_state_dict(self, d: dict) -> None:
+        for name in ("ob_rms", "ret_rms"):
+            rms = getattr(self, name)
+            if rms is not None and name in d:
+                rms.load_state_dict(d[name])
+
+
+class VecNormalize(VecEnvWrapper, Normalizer):
+    """Normalizes observations by running mean/std and rewards by the std of the discounted return.
+
+    Numerically the same as SB3's VecNormalize. ``eval()`` freezes the statistics; the
+    ``final_obs`` in infos is normalized too (without updating them).
+    """
+
+    def __init__(self, venv: VecEnv, ob: bool = True, ret: bool = True, clip_obs: float = 10.,
+                 clip_reward: float = 10., gamma: float = 0.99, epsilon: float = 1e-8) -> None:
+        VecEnvWrapper.__init__(self, venv)
+        Normalizer.__init__(self, self.observation_space.shape, ob, ret, clip_obs, clip_reward,
+                            gamma, epsilon)
+        self.returns = np.zeros(self.num_envs)  # (N,) discounted return so far, float64
+        self.raw_obs = None  # the last un-normalized observations (gail_experts/generate.py)
 
     def _obs(self, obs: np.ndarray) -> np.ndarray:
         self.raw_obs = obs  # a fresh array from the vec env: no copy needed to keep it
@@ -157,22 +182,12 @@ class VecNormalize(VecEnvWrapper):
         self.returns[terminated | truncated] = 0.0
         return obs, rewards, terminated, truncated, infos
 
-    def state_dict(self) -> dict:
-        """Running statistics as tensors / floats (safe for ``torch.load(weights_only=True)``)."""
-        pairs = (("ob_rms", self.ob_rms), ("ret_rms", self.ret_rms))
-        return {name: rms.state_dict() for name, rms in pairs if rms is not None}
 
-    def load_state_dict(self, d: dict) -> None:
-        for name in ("ob_rms", "ret_rms"):
-            rms = getattr(self, name)
-            if rms is not None and name in d:
-                rms.load_state_dict(d[name])
-
-
-def get_vec_normalize(venv: VecEnv | VecEnvWrapper | None) -> "VecNormalize | None":
-    """The VecNormalize in the ``.venv`` chain of ``venv``, or None."""
+def get_vec_normalize(venv: VecEnv | VecEnvWrapper | None) -> "Normalizer | None":
+    """The normalizer (a VecNormalize, or a Ray learner's ``Normalizer``) in the ``.venv`` chain
+    of ``venv``, or None."""
     while venv is not None:
-        if isinstance(venv, VecNormalize):
+        if isinstance(venv, Normalizer):
             return venv
         venv = getattr(venv, "venv", None)
     return None
