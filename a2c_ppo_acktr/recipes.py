@@ -19,7 +19,7 @@ import sys
 RECIPES = ("original", "tuned")
 SUITES = {
     "mujoco": ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"),
-    "atari": ("PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "SeaquestNoFrameskip-v4"),
+    "atari": ("PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "BeamRiderNoFrameskip-v4"),
     "classic": ("CartPole-v1", "Acrobot-v1"),
 }
 BUDGETS = {"mujoco": 1_000_000, "atari": 10_000_000, "classic": 100_000}
