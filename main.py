@@ -96,7 +96,7 @@ def start(args) -> Run:
     device = ddp.device if ddp else torch.device("cuda:0" if args.cuda else "cpu")
 
     # Inputs are valid: from here on this run's directories exist, until it fails to start.
-    created = make_run_dirs(args, paths, bool(resumed)) if lead else []
+    created = make_run_dirs(args, paths, resumed) if lead else []
     if ddp:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
     envs = None

@@ -17,6 +17,7 @@ import glob
 import inspect
 import os
 import tempfile
+import time
 from typing import Any, NamedTuple, Optional
 
 import torch
@@ -148,6 +149,7 @@ def checkpoint_state(args, actor_critic, agent, envs, env_steps: int, obs_rms: O
         "recurrent_policy": args.recurrent_policy,
         "policy_kwargs": policy_kwargs(args),  # the network's shape, for enjoy.py
         "gail": discr.full_state_dict() if discr is not None else None,
+        "saved_at": time.time(),  # wall clock: --resume drops the log rows written after it
     }
 
 

@@ -1,5 +1,6 @@
 """A run's directories (``checkpoint.run_paths``): checked before anything is created, created
 once the inputs are valid, and removed again when the run fails to start."""
+import csv
 import glob
 import os
 
@@ -11,6 +12,7 @@ from a2c_ppo_acktr.checkpoint import (
     history_path,
     remove_stale_temporaries,
 )
+from a2c_ppo_acktr.envs.single import _monitor_t_start
 
 # What a run writes into its log directory (eval/ included); --overwrite removes these only.
 RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", os.path.join("tb", "events.out.*"),
@@ -63,10 +65,55 @@ def check_run(args, paths: RunPaths) -> None:
              "it or --overwrite to replace it (another --seed starts a run beside it)")
 
 
-def make_run_dirs(args, paths: RunPaths, resumed: bool) -> list:
+def _rewrite_kept(path: str, head: int, keep) -> int:
+    """Rewrite ``path`` atomically with its first ``head`` lines and the later lines ``keep(line)``
+    accepts (a line it cannot parse, e.g. cut by a kill mid-write, is dropped); -> the number of
+    lines dropped."""
+    def kept_line(line):
+        try:
+            return line.endswith("\n") and keep(line)
+        except (ValueError, IndexError, StopIteration):
+            return False
+    with open(path, newline="") as f:
+        lines = f.readlines()
+    kept = lines[:head] + [line for line in lines[head:] if kept_line(line)]
+    if len(kept) < len(lines):
+        tmp = path + ".trim"
+        with open(tmp, "w", newline="") as f:
+            f.writelines(kept)
+        os.replace(tmp, path)
+    return len(lines) - len(kept)
+
+
+def drop_rows_after(log_dir: str, checkpoint: dict) -> int:
+    """Drop the log rows a run wrote after its checkpoint (it was killed before the next save):
+    episodes that ended after ``checkpoint["saved_at"]`` and progress / eval rows past its
+    ``env_steps``, so a resumed run's logs hold each step once. -> the rows dropped."""
+    saved_at, steps = checkpoint.get("saved_at"), checkpoint["env_steps"]
+    dropped = 0
+    for path in _run_files(log_dir):
+        if path.endswith(".monitor.csv") and saved_at is not None:  # older checkpoints lack it
+            t_start = _monitor_t_start(path)
+            if t_start is None:  # not a monitor file this run can read: left alone
+                continue
+            # rows are r,l,t with t seconds after the header's t_start
+            dropped += _rewrite_kept(path, 2, lambda line: t_start + float(
+                line.rsplit(",", 1)[1]) <= saved_at)
+        elif os.path.basename(path) in ("progress.csv", "eval.csv"):
+            with open(path, newline="") as f:
+                header = next(csv.reader(f), [])
+            if "timesteps" in header:
+                col = header.index("timesteps")
+                dropped += _rewrite_kept(path, 1, lambda line: int(float(
+                    next(csv.reader([line]))[col])) <= steps)
+    return dropped
+
+
+def make_run_dirs(args, paths: RunPaths, resumed: dict | None) -> list:
     """Create the run's directories (eval/ only for --eval-interval); a new run starts from no
-    files of an earlier one, and no temporaries of a killed save are kept. -> the directories
-    created here, outermost first, for ``abandon``."""
+    files of an earlier one, a resumed run from its logs as they were at its checkpoint, and no
+    temporaries of a killed save are kept. -> the directories created here, outermost first, for
+    ``abandon``."""
     wanted = [paths.log_dir] + ([paths.eval_dir] if args.eval_interval is not None else [])
     if paths.checkpoint is not None:
         wanted.append(os.path.dirname(paths.checkpoint))
@@ -86,6 +133,9 @@ def make_run_dirs(args, paths: RunPaths, resumed: bool) -> list:
     if not resumed:
         for f in _run_files(paths.log_dir) + _history_files(paths):
             os.remove(f)
+    elif dropped := drop_rows_after(paths.log_dir, resumed):
+        print(f"dropped {dropped} log rows written after the checkpoint (the run stopped "
+              "before its next save)")
     if paths.checkpoint is not None:
         for tmp in remove_stale_temporaries(paths.checkpoint):
             print(f"removed {tmp}, left by a save that was killed")

@@ -172,6 +172,37 @@ def test_resume_after_interrupt(tmp_path):
     assert len(monitor_returns(paths.log_dir)) > episodes_before
 
 
+def test_resume_after_a_kill_past_the_checkpoint_logs_each_step_once(tmp_path, capsys):
+    """A run killed after its last save has logged updates and episodes its checkpoint does not
+    hold; --resume drops them, so the resumed logs count every step once."""
+    import shutil
+
+    from a2c_ppo_acktr.checkpoint import history_path
+
+    argv = A2C_TINY + ["--num-env-steps", "640", "--save-history", "10"] + dirs(tmp_path)
+    assert main.main(argv) == 0  # 40 updates of 16 steps
+    paths = a2c_paths(tmp_path)
+    # As if killed after update 20's save: that checkpoint is the latest, the logs go on to 640.
+    shutil.copy(history_path(paths.checkpoint, 320), paths.checkpoint)
+    saved_at = load_checkpoint(paths.checkpoint)["saved_at"]
+    monitors = sorted(glob.glob(os.path.join(paths.log_dir, "*.monitor.csv")))
+    before = [read_monitor_file(p) for p in monitors]
+    late = sum(int((t > saved_at).sum()) for _, _, _, t in before)
+    assert late > 0 and [int(r["timesteps"]) for r in progress_rows(paths.log_dir)][-1] == 640
+    capsys.readouterr()
+
+    resumed_at = time.time()
+    assert main.main(A2C_TINY + ["--num-env-steps", "800", "--resume"] + dirs(tmp_path)) == 0
+
+    assert f"dropped {late + 20} log rows" in capsys.readouterr().out
+    assert [int(r["timesteps"]) for r in progress_rows(paths.log_dir)] == list(range(16, 801, 16))
+    for path, (_, r_old, _, t_old) in zip(monitors, before):
+        _, r, _, t = read_monitor_file(path)
+        kept = t_old <= saved_at
+        assert list(r[:kept.sum()]) == list(r_old[kept])  # the episodes before the save, as were
+        assert not ((t > saved_at) & (t < resumed_at)).any()  # none of the lost stretch
+
+
 def test_existing_run_is_not_overwritten(tmp_path, capsys):
     argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
     assert main.main(argv) == 0
