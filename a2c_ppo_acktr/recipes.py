@@ -7,7 +7,8 @@ flag except ``--env-name``, ``--num-env-steps``, ``--seed`` and the output direc
 The tuned HalfCheetah, Ant and Humanoid recipes translate rl-baselines3-zoo's tuned PPO
 hyper-parameters (hyperparams/ppo.yml, MuJoCo v3): one env, so the zoo's ``batch_size`` b of
 ``n_steps`` n is our ``--num-mini-batch n/b``; SB3's loss (advantages standardized per minibatch,
-no value clipping); its ``policy_kwargs`` as ``--hidden-size``, ``--activation``,
+no value clipping, and no 1/2 on the squared error: its ``vf_coef`` c is our
+``--value-loss-coef`` 2c); its ``policy_kwargs`` as ``--hidden-size``, ``--activation``,
 ``--log-std-init``, ``--init``; with SB3's orthogonal init, its action layer's gain 0.01 as
 ``--action-mean-gain 0.01``. Hopper's and Walker2d's start from CleanRL's settings (see
 ``TUNED``).
@@ -44,7 +45,7 @@ _BIG_RELU = "--hidden-size 256 --activation relu --log-std-init -2 --init defaul
 TUNED = {
     "HalfCheetah-v5": f"{_SB3_MUJOCO} {_BIG_RELU} --num-steps 512 --num-mini-batch 8 "
                       "--ppo-epoch 20 --lr 2.0633e-5 --gamma 0.98 --gae-lambda 0.92 "
-                      "--clip-param 0.1 --entropy-coef 0.000401762 --value-loss-coef 0.58096 "
+                      "--clip-param 0.1 --entropy-coef 0.000401762 --value-loss-coef 1.16192 "
                       "--max-grad-norm 0.8",
     # Hopper and Walker2d: CleanRL's ppo_continuous_action settings (the original's command with
     # advantages per minibatch) plus SB3's small initial action mean (gain 0.01) and a narrower
@@ -55,10 +56,11 @@ TUNED = {
     # The zoo's Ant uses SB3's PPO defaults: the original's command with SB3's loss, constant lr
     # and SB3's action layer (gain 0.01; with gain 1 two seeds ended at 210 and 16 at 1M).
     "Ant-v5": f"{_SB3_MUJOCO} --num-steps 2048 --num-mini-batch 32 --ppo-epoch 10 --lr 3e-4 "
-              "--entropy-coef 0 --gamma 0.99 --gae-lambda 0.95 --action-mean-gain 0.01",
+              "--entropy-coef 0 --value-loss-coef 1 --gamma 0.99 --gae-lambda 0.95 "
+              "--action-mean-gain 0.01",
     "Humanoid-v5": f"{_SB3_MUJOCO} {_BIG_RELU} --num-steps 512 --num-mini-batch 2 --ppo-epoch 5 "
                    "--lr 3.56987e-5 --gamma 0.95 --gae-lambda 0.9 --clip-param 0.3 "
-                   "--entropy-coef 0.00238306 --value-loss-coef 0.431892 --max-grad-norm 2",
+                   "--entropy-coef 0.00238306 --value-loss-coef 0.863784 --max-grad-norm 2",
     # The zoo's Atari PPO is the original's command (it also decays the clip range).
     **{env: ORIGINAL["atari"] for env in SUITES["atari"]},
     "CartPole-v1": f"{_PPO} --num-processes 8 --num-steps 32 --num-mini-batch 1 --ppo-epoch 20 "

@@ -13,31 +13,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
 
 
-@pytest.mark.parametrize("name", recipes.RECIPES)
-@pytest.mark.parametrize("env", ALL_ENVS)
-def test_every_recipe_is_a_valid_main_command(env, name):
-    argv = recipes.command(env, name)
-    assert argv[:4] == ["python", "main.py", "--env-name", env]
-    args = get_args(argv[2:])  # check_args would exit on a bad combination
-    assert args.num_env_steps == recipes.BUDGETS[recipes.suite_of(env)]
-
-
-def test_tuned_halfcheetah_is_the_zoo_translation():
-    args = get_args(recipes.recipe("HalfCheetah-v5", "tuned"))
-    # the zoo's batch_size 64 of n_steps 512 with one env: 8 minibatches
-    assert args.num_processes * args.num_steps // args.num_mini_batch == 64
-    assert (args.hidden_size, args.activation, args.log_std_init, args.init) == (
-        256, "relu", -2.0, "default")
-    assert args.advantage_norm == "minibatch" and args.no_clipped_value_loss
-
-
-def test_unknown_env_or_recipe():
-    with pytest.raises(KeyError, match="no recipes"):
-        recipes.recipe("Pendulum-v1", "tuned")
-    with pytest.raises(KeyError, match="unknown recipe"):
-        recipes.recipe("Hopper-v5", "best")
-
-
 def test_benchmark_end_to_end(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(

@@ -1,0 +1,127 @@
+"""The recipes: valid main.py commands, and the zoo's translated into our flags optimise SB3's loss."""
+import types
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from a2c_ppo_acktr import build, recipes
+from a2c_ppo_acktr.arguments import get_args
+from a2c_ppo_acktr.storage import RolloutStorage
+
+ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
+
+# rl-baselines3-zoo's hyperparams/ppo.yml (MuJoCo v3 entries), the reference the recipes translate.
+ZOO = {
+    "HalfCheetah-v5": dict(clip_range=0.1, ent_coef=0.000401762, vf_coef=0.58096, max_grad_norm=0.8,
+                           policy_kwargs=dict(log_std_init=-2, ortho_init=False,
+                                              activation_fn=torch.nn.ReLU,
+                                              net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+    "Humanoid-v5": dict(clip_range=0.3, ent_coef=0.00238306, vf_coef=0.431892, max_grad_norm=2,
+                        policy_kwargs=dict(log_std_init=-2, ortho_init=False,
+                                           activation_fn=torch.nn.ReLU,
+                                           net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+    "Ant-v5": dict(),  # SB3's PPO defaults
+}
+
+
+@pytest.mark.parametrize("name", recipes.RECIPES)
+@pytest.mark.parametrize("env", ALL_ENVS)
+def test_every_recipe_is_a_valid_main_command(env, name):
+    argv = recipes.command(env, name)
+    assert argv[:4] == ["python", "main.py", "--env-name", env]
+    args = get_args(argv[2:])  # check_args would exit on a bad combination
+    assert args.num_env_steps == recipes.BUDGETS[recipes.suite_of(env)]
+
+
+def test_tuned_halfcheetah_is_the_zoo_translation():
+    args = get_args(recipes.recipe("HalfCheetah-v5", "tuned"))
+    # the zoo's batch_size 64 of n_steps 512 with one env: 8 minibatches
+    assert args.num_processes * args.num_steps // args.num_mini_batch == 64
+    assert (args.hidden_size, args.activation, args.log_std_init, args.init) == (
+        256, "relu", -2.0, "default")
+    assert args.advantage_norm == "minibatch" and args.no_clipped_value_loss
+
+
+def test_unknown_env_or_recipe():
+    with pytest.raises(KeyError, match="no recipes"):
+        recipes.recipe("Pendulum-v1", "tuned")
+    with pytest.raises(KeyError, match="unknown recipe"):
+        recipes.recipe("Hopper-v5", "best")
+
+
+def _copy_sb3_weights(sb3_policy, ours) -> None:
+    """Give our policy SB3's weights (separate actor and critic towers of two layers)."""
+    pairs = [(ours.base.actor, sb3_policy.mlp_extractor.policy_net),
+             (ours.base.critic, sb3_policy.mlp_extractor.value_net),
+             (ours.base.critic_linear, sb3_policy.value_net),
+             (ours.dist.fc_mean, sb3_policy.action_net)]
+    with torch.no_grad():
+        for mine, theirs in pairs:
+            for p, q in zip(mine.parameters(), theirs.parameters(), strict=True):
+                p.copy_(q)
+        ours.dist.logstd.copy_(sb3_policy.log_std)
+
+
+@pytest.mark.parametrize("env_id", sorted(ZOO))
+def test_zoo_recipes_follow_sb3s_loss(env_id):
+    """One PPO pass over one minibatch, ours with the recipe's loss flags and SB3's PPO with the
+    zoo's hyper-parameters, from the same weights on the same data: the same gradients. (SB3's
+    value loss has no 1/2, so its ``vf_coef`` c is our ``--value-loss-coef`` 2c.)"""
+    from stable_baselines3 import PPO as SB3PPO
+    from stable_baselines3.common.logger import configure
+
+    T = 64  # one minibatch, one epoch: SB3 shuffles its minibatches, the loss is their mean
+    argv = recipes.recipe(env_id, "tuned") + ["--num-steps", str(T), "--num-mini-batch", "1",
+                                              "--ppo-epoch", "1", "--lr", "1e-30"]
+    args = get_args(argv)
+    obs_space = spaces.Box(-np.inf, np.inf, (5,), np.float32)
+    act_space = spaces.Box(-1, 1, (3,), np.float32)
+    torch.manual_seed(0)
+    ours = build.make_policy(args, types.SimpleNamespace(observation_space=obs_space,
+                                                         action_space=act_space), "cpu")
+    agent = build.make_agent(args, ours)
+
+    class Spaces(gym.Env):
+        observation_space, action_space = obs_space, act_space
+
+    sb3 = SB3PPO("MlpPolicy", Spaces(), n_steps=T, batch_size=T, n_epochs=1, learning_rate=1e-30,
+                 seed=0, device="cpu", **ZOO[env_id])
+    _copy_sb3_weights(sb3.policy, ours)
+
+    g = torch.Generator().manual_seed(1)
+    obs, actions = torch.randn(T, 5, generator=g), torch.randn(T, 3, generator=g)
+    with torch.no_grad():
+        values, old_log_probs, _, _ = ours.evaluate_actions(
+            obs, torch.zeros(T, ours.recurrent_hidden_state_size), torch.ones(T, 1), actions)
+    old_log_probs = old_log_probs + 0.05 * torch.randn(T, 1, generator=g)  # some ratios clip
+    returns = values + torch.randn(T, 1, generator=g)
+
+    r = RolloutStorage(T, 1, (5,), act_space, ours.recurrent_hidden_state_size)
+    r.obs[:-1], r.actions[:], r.action_log_probs[:] = obs[:, None], actions[:, None], old_log_probs[:, None]
+    r.value_preds[:-1], r.returns[:-1] = values[:, None], returns[:, None]
+    agent.update(r)
+
+    buf = sb3.rollout_buffer
+    buf.observations[:] = obs.numpy()[:, None]
+    buf.actions[:] = actions.numpy()[:, None]
+    buf.log_probs[:] = old_log_probs.numpy()
+    buf.values[:] = values.numpy()
+    buf.returns[:] = returns.numpy()
+    buf.advantages[:] = (returns - values).numpy()
+    buf.full, buf.pos = True, T
+    sb3.set_logger(configure(None, []))
+    sb3.train()
+
+    ours_grads = [p.grad for p in [*ours.base.actor.parameters(), *ours.base.critic.parameters(),
+                                   *ours.base.critic_linear.parameters(),
+                                   *ours.dist.fc_mean.parameters(), ours.dist.logstd]]
+    p = sb3.policy
+    sb3_grads = [q.grad for q in [*p.mlp_extractor.policy_net.parameters(),
+                                  *p.mlp_extractor.value_net.parameters(), *p.value_net.parameters(),
+                                  *p.action_net.parameters(), p.log_std]]
+    for mine, theirs in zip(ours_grads, sb3_grads, strict=True):
+        # advantages: ours standardize with std + 1e-5, SB3 with std + 1e-8
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-6)
