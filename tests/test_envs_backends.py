@@ -183,6 +183,27 @@ def test_ale_evaluation_plays_whole_games():
     assert games >= 2
 
 
+def test_ale_evaluation_serves_after_a_lost_life():
+    """Whole games FIRE after each lost life (the classic stack's FireResetEnv does at its
+    EpisodicLifeEnv's resets): a policy that never fires loses its five balls and the game ends,
+    where it would wait out the frame limit after its first. Training never replaces an action."""
+    limit = 40_000  # frames: 10,000 agent steps
+    envs = AleVecEnv(BREAKOUT, 1, seed=0, episodic_life=False,
+                     env_kwargs={"max_num_frames_per_episode": limit})
+    try:
+        envs.reset()
+        for _ in range(limit // 4):
+            _, _, term, trunc, infos = envs.step(np.zeros(1, np.int64))  # NOOP only
+            if term[0] or trunc[0]:
+                break
+    finally:
+        envs.close()
+    assert term[0] and not trunc[0] and infos[0]["episode"]["l"] < 2_000
+    training = AleVecEnv(BREAKOUT, 1, seed=0)
+    assert training._groups[0].fire is None
+    training.close()
+
+
 class _Deterministic(torch.nn.Module):
     """A stand-in policy whose actions and values are functions of the observation."""
 

@@ -20,7 +20,8 @@ the frame stack, which arrives made: observations are (N, 4, 84, 84) uint8. This
 
 Differences from the classic stack (their resets, not their games): noop starts draw 0-29 noop
 frames (classic 1-30) from ALE's RNG; FIRE is one frame at reset only (classic: a FIRE step and a
-step of action 2 at every reset, also after a lost life); and the episode length ``l`` counts the
+step of action 2 at every reset, also after a lost life), and in whole games (evaluation) the
+agent's action after a lost life is replaced by FIRE; and the episode length ``l`` counts the
 agent's steps only (classic also counts those reset steps). ``tests/test_envs_backends.py`` shows
 the two give the same episodes and scores once those resets are aligned.
 """
@@ -66,6 +67,7 @@ class _Group:
 
     def __init__(self, n: int, ale_args: dict, threads: int, episodic_life: bool,
                  monitor: EpisodeMonitor) -> None:
+        from ale_py import Action
         from ale_py.vector_env import AtariVectorEnv
 
         try:
@@ -79,6 +81,13 @@ class _Group:
         self.lives = np.zeros(n, np.int32)
         self.frame = np.zeros(n, np.int32)   # ALE's episode frame number
         self.valid = np.full(n, self.stack)  # frames of the learner's episode in the stack
+        # Whole games (evaluation): FIRE after a lost life, as the classic stack's FireResetEnv
+        # does at its EpisodicLifeEnv's resets; else a deterministic policy that never learned
+        # to serve (training serves by sampling) waits out the frame limit, as in Breakout.
+        action_set = self.ale.ale.get_action_set()
+        self.fire = (action_set.index(Action.FIRE) if ale_args["use_fire_reset"]
+                     and not episodic_life and Action.FIRE in action_set else None)
+        self.fire_next = np.zeros(n, bool)
 
     def reset(self, seed: int | None) -> np.ndarray:
         obs, info = self.ale.reset(seed=seed)
@@ -91,13 +100,15 @@ class _Group:
         infos = [{} for _ in range(self.n)]
         ended = terminated | truncated  # ALE reset these games
         lost = None
+        lives, frame = info["lives"], info["episode_frame_number"]
         if self.episodic_life:
             # A lost life (terminated, the game not reset: fewer lives, frames counted on) ends
             # the learner's episode only.
-            lives, frame = info["lives"], info["episode_frame_number"]
             lost = terminated & (lives < self.lives) & (lives > 0) & (frame > self.frame)
             ended &= ~lost
-            self.lives, self.frame = lives, frame
+        elif self.fire is not None:
+            self.fire_next = (lives < self.lives) & ~ended
+        self.lives, self.frame = lives, frame
         self.monitor.step(raw, ended, infos)
         final = info.get("final_obs")
         for i in np.flatnonzero(ended).tolist():
@@ -106,6 +117,11 @@ class _Group:
             self._hide_previous_life(obs, infos, ended, lost)
         rewards = np.sign(raw).astype(np.float32)  # raw scores are integers: sign = clip to [-1, 1]
         return obs, rewards, terminated, truncated, infos
+
+    def send(self, actions: np.ndarray) -> None:
+        if self.fire_next.any():  # the agent's action is replaced: whole-game play only
+            actions = np.where(self.fire_next, self.fire, actions)
+        self.ale.send(actions)
 
     def _hide_previous_life(self, obs: np.ndarray, infos: list[dict], ended: np.ndarray,
                             lost: np.ndarray) -> None:
@@ -131,7 +147,8 @@ class AleVecEnv(BatchedVecEnv):
 
     ``log_dir``: monitor files ``<first_rank + i>.monitor.csv`` (appended with
     ``monitor_append``); ``env_kwargs``: those of ``SUPPORTED_KWARGS``; ``episodic_life``: a lost
-    life ends the learner's episode (training; evaluation plays whole games); ``groups``: blocks of
+    life ends the learner's episode (training; evaluation plays whole games, FIRE after a lost
+    life as the classic stack, where the game has FIRE and ``fire_reset``); ``groups``: blocks of
     envs that ``send``/``recv`` step separately. ``noop_max`` and ``fire_reset`` are ALE's reset.
     """
 
@@ -184,7 +201,7 @@ class AleVecEnv(BatchedVecEnv):
     def send(self, actions: np.ndarray, group: int = 0) -> None:
         """Start stepping ``group`` with ``actions`` (its envs' rows); returns at once."""
         actions = np.asarray(actions).reshape(self._size).astype(np.int64, copy=False)
-        self._groups[group].ale.send(actions)
+        self._groups[group].send(actions)
 
     def recv(self, group: int = 0) -> StepResult:
         """Wait for ``group``'s step: obs, rewards (clipped) f32, terminated, truncated, infos."""

@@ -72,8 +72,9 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
     ``env_kwargs`` go to ``gym.make`` (e.g. a real-time env's config). Env i has rank
     ``first_rank + i``: seed ``seed + rank``, monitor file ``<rank>.monitor.csv``. Ray workers and
     DDP ranks offset it so that their envs and files are those of one big run.
-    ``episodic_life=False`` (evaluation) makes a lost life no episode end for ``ale``; the classic
-    Atari stack always ends the learner's episode there.
+    ``episodic_life=False`` (evaluation) makes a lost life no episode end for ``ale``, which then
+    FIREs (the agent's action replaced) as the classic stack's resets do; the classic Atari stack
+    always ends the learner's episode there.
     """
     if vec_env not in VEC_ENV_KINDS:
         raise ValueError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
