@@ -1,16 +1,10 @@
-"""scripts/benchmark.py end to end on a tiny budget, and the recipes it runs."""
+"""scripts/benchmark.py end to end on a tiny budget (the recipes: test_recipes.py)."""
 import os
 import re
 import subprocess
 import sys
 
-import pytest
-
-from a2c_ppo_acktr import recipes
-from a2c_ppo_acktr.arguments import get_args
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
 
 
 def test_benchmark_end_to_end(tmp_path):

@@ -52,17 +52,15 @@ def test_unknown_env_or_recipe():
         recipes.recipe("Hopper-v5", "best")
 
 
-def _copy_sb3_weights(sb3_policy, ours) -> None:
-    """Give our policy SB3's weights (separate actor and critic towers of two layers)."""
-    pairs = [(ours.base.actor, sb3_policy.mlp_extractor.policy_net),
-             (ours.base.critic, sb3_policy.mlp_extractor.value_net),
-             (ours.base.critic_linear, sb3_policy.value_net),
-             (ours.dist.fc_mean, sb3_policy.action_net)]
-    with torch.no_grad():
-        for mine, theirs in pairs:
-            for p, q in zip(mine.parameters(), theirs.parameters(), strict=True):
-                p.copy_(q)
-        ours.dist.logstd.copy_(sb3_policy.log_std)
+def _matching_parameters(sb3_policy, ours) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(ours, SB3's) for every parameter: separate actor and critic towers of two layers."""
+    modules = [(ours.base.actor, sb3_policy.mlp_extractor.policy_net),
+               (ours.base.critic, sb3_policy.mlp_extractor.value_net),
+               (ours.base.critic_linear, sb3_policy.value_net),
+               (ours.dist.fc_mean, sb3_policy.action_net)]
+    pairs = [pq for mine, theirs in modules
+             for pq in zip(mine.parameters(), theirs.parameters(), strict=True)]
+    return pairs + [(ours.dist.logstd, sb3_policy.log_std)]
 
 
 @pytest.mark.parametrize("env_id", sorted(ZOO))
@@ -89,7 +87,10 @@ def test_zoo_recipes_follow_sb3s_loss(env_id):
 
     sb3 = SB3PPO("MlpPolicy", Spaces(), n_steps=T, batch_size=T, n_epochs=1, learning_rate=1e-30,
                  seed=0, device="cpu", **ZOO[env_id])
-    _copy_sb3_weights(sb3.policy, ours)
+    pairs = _matching_parameters(sb3.policy, ours)
+    with torch.no_grad():
+        for mine, theirs in pairs:
+            mine.copy_(theirs)
 
     g = torch.Generator().manual_seed(1)
     obs, actions = torch.randn(T, 5, generator=g), torch.randn(T, 3, generator=g)
@@ -115,13 +116,6 @@ def test_zoo_recipes_follow_sb3s_loss(env_id):
     sb3.set_logger(configure(None, []))
     sb3.train()
 
-    ours_grads = [p.grad for p in [*ours.base.actor.parameters(), *ours.base.critic.parameters(),
-                                   *ours.base.critic_linear.parameters(),
-                                   *ours.dist.fc_mean.parameters(), ours.dist.logstd]]
-    p = sb3.policy
-    sb3_grads = [q.grad for q in [*p.mlp_extractor.policy_net.parameters(),
-                                  *p.mlp_extractor.value_net.parameters(), *p.value_net.parameters(),
-                                  *p.action_net.parameters(), p.log_std]]
-    for mine, theirs in zip(ours_grads, sb3_grads, strict=True):
+    for mine, theirs in pairs:
         # advantages: ours standardize with std + 1e-5, SB3 with std + 1e-8
-        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-6)
