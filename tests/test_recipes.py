@@ -1,4 +1,4 @@
-"""The recipes: valid main.py commands, and the zoo's translated into our flags optimise SB3's loss."""
+"""The recipes: valid main.py commands whose loss flags give SB3's PPO loss at the same settings."""
 import types
 
 import gymnasium as gym
@@ -13,17 +13,18 @@ from a2c_ppo_acktr.storage import RolloutStorage
 
 ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
 
-# rl-baselines3-zoo's hyperparams/ppo.yml (MuJoCo v3 entries), the reference the recipes translate.
-ZOO = {
-    "HalfCheetah-v5": dict(clip_range=0.1, ent_coef=0.000401762, vf_coef=0.58096, max_grad_norm=0.8,
-                           policy_kwargs=dict(log_std_init=-2, ortho_init=False,
-                                              activation_fn=torch.nn.ReLU,
-                                              net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+# Each tuned MuJoCo recipe's settings as SB3's PPO arguments: Tianshou's loss (raw advantages, its
+# value weight 0.25 on the squared error) on SB3's default network for the recipes that follow
+# Tianshou's example; rl-baselines3-zoo's hyperparams/ppo.yml (MuJoCo v3) for Humanoid's.
+_TIANSHOU = dict(normalize_advantage=False, vf_coef=0.25, max_grad_norm=0.5,
+                 policy_kwargs=dict(log_std_init=-0.5))
+SB3_SETTINGS = {
+    "HalfCheetah-v5": _TIANSHOU,
+    "Ant-v5": _TIANSHOU,
     "Humanoid-v5": dict(clip_range=0.3, ent_coef=0.00238306, vf_coef=0.431892, max_grad_norm=2,
                         policy_kwargs=dict(log_std_init=-2, ortho_init=False,
                                            activation_fn=torch.nn.ReLU,
                                            net_arch=dict(pi=[256, 256], vf=[256, 256]))),
-    "Ant-v5": dict(),  # SB3's PPO defaults
 }
 
 
@@ -36,13 +37,23 @@ def test_every_recipe_is_a_valid_main_command(env, name):
     assert args.num_env_steps == recipes.BUDGETS[recipes.suite_of(env)]
 
 
-def test_tuned_halfcheetah_is_the_zoo_translation():
+def test_tuned_halfcheetah_has_tianshous_batch_sizes():
     args = get_args(recipes.recipe("HalfCheetah-v5", "tuned"))
-    # the zoo's batch_size 64 of n_steps 512 with one env: 8 minibatches
+    # Tianshou: 2048 steps per update, minibatches of 64, 10 epochs, constant lr
+    assert args.num_processes * args.num_steps == 2048
     assert args.num_processes * args.num_steps // args.num_mini_batch == 64
+    assert (args.ppo_epoch, args.use_linear_lr_decay) == (10, False)
+    # the MLP's defaults: 64x64 tanh, orthogonal init, as Tianshou's
+    assert (args.hidden_size, args.activation, args.init) == (None, None, "orthogonal")
+    assert args.advantage_norm == "none" and args.no_clipped_value_loss
+
+
+def test_humanoid_is_the_zoo_translation():
+    args = get_args(recipes.recipe("Humanoid-v5", "tuned"))
+    # the zoo's batch_size 256 of n_steps 512 with one env: 2 minibatches
+    assert args.num_processes * args.num_steps // args.num_mini_batch == 256
     assert (args.hidden_size, args.activation, args.log_std_init, args.init) == (
         256, "relu", -2.0, "default")
-    assert args.advantage_norm == "minibatch" and args.no_clipped_value_loss
 
 
 def test_unknown_env_or_recipe():
@@ -63,11 +74,11 @@ def _matching_parameters(sb3_policy, ours) -> list[tuple[torch.Tensor, torch.Ten
     return pairs + [(ours.dist.logstd, sb3_policy.log_std)]
 
 
-@pytest.mark.parametrize("env_id", sorted(ZOO))
-def test_zoo_recipes_follow_sb3s_loss(env_id):
+@pytest.mark.parametrize("env_id", sorted(SB3_SETTINGS))
+def test_recipes_follow_sb3s_loss(env_id):
     """One PPO pass over one minibatch, ours with the recipe's loss flags and SB3's PPO with the
-    zoo's hyper-parameters, from the same weights on the same data: the same gradients. (SB3's
-    value loss has no 1/2, so its ``vf_coef`` c is our ``--value-loss-coef`` 2c.)"""
+    same settings, from the same weights on the same data: the same gradients. (SB3's value loss
+    has no 1/2, so its ``vf_coef`` c is our ``--value-loss-coef`` 2c.)"""
     from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.logger import configure
 
@@ -86,7 +97,7 @@ def test_zoo_recipes_follow_sb3s_loss(env_id):
         observation_space, action_space = obs_space, act_space
 
     sb3 = SB3PPO("MlpPolicy", Spaces(), n_steps=T, batch_size=T, n_epochs=1, learning_rate=1e-30,
-                 seed=0, device="cpu", **ZOO[env_id])
+                 seed=0, device="cpu", **SB3_SETTINGS[env_id])
     pairs = _matching_parameters(sb3.policy, ours)
     with torch.no_grad():
         for mine, theirs in pairs:
