@@ -152,6 +152,10 @@ def build_parser():
     g.add_argument("--advantage-norm", choices=ADVANTAGE_NORMS, default="batch",
                    help="PPO: standardize advantages over the whole rollout (the original's), "
                    "over each minibatch (SB3, CleanRL) or not at all (default: batch)")
+    g.add_argument("--desired-kl", type=float, default=None, metavar="KL",
+                   help="PPO: adapt the learning rate after each epoch to keep the approximate "
+                   "KL near KL (x1.5 below KL/2, /1.5 above 2 KL; rl_games' adaptive schedule), "
+                   "starting from --lr (default: none, --lr as given or decayed)")
     g.add_argument("--no-clipped-value-loss", action="store_true", default=False,
                    help="PPO: plain squared value error instead of the original's value loss "
                    "clipped by --clip-param (SB3's default)")
@@ -249,6 +253,13 @@ def check_args(args):
              "Conv2d layers only, not the GRU")
     if args.num_workers < 0:
         fail(f"--num-workers must be 0 or a positive integer, got {args.num_workers}")
+    if args.desired_kl is not None:
+        if not args.desired_kl > 0:
+            fail(f"--desired-kl must be positive, got {args.desired_kl}")
+        if args.algo != "ppo":
+            fail(f"--desired-kl adapts PPO's learning rate; --algo {args.algo} does not use it")
+        if args.use_linear_lr_decay:
+            fail("--desired-kl and --use-linear-lr-decay both set the learning rate: drop one")
     if not args.action_mean_gain > 0:
         fail(f"--action-mean-gain must be positive, got {args.action_mean_gain}")
     if args.action_mean_gain != 1.0 and args.init == "default":

@@ -32,7 +32,7 @@ def make_agent(args, actor_critic):
                         args.value_loss_coef, args.entropy_coef, lr=args.lr, eps=args.eps,
                         max_grad_norm=args.max_grad_norm,
                         use_clipped_value_loss=not args.no_clipped_value_loss,
-                        advantage_norm=args.advantage_norm)
+                        advantage_norm=args.advantage_norm, desired_kl=args.desired_kl)
     return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
                           eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
                           acktr=args.algo == "acktr")

@@ -7,6 +7,8 @@ from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
 
 ADVANTAGE_NORMS = ("batch", "minibatch", "none")
+# The adaptive learning rate (rl_games' AdaptiveScheduler): its step and bounds.
+KL_LR_FACTOR, KL_MIN_LR, KL_MAX_LR = 1.5, 1e-6, 1e-2
 
 
 def standardize(x: torch.Tensor) -> torch.Tensor:
@@ -22,13 +24,18 @@ class PPO:
 
     ``advantage_norm``: "batch" standardizes the advantages over the whole rollout (the
     original), "minibatch" over each minibatch (SB3, CleanRL), "none" leaves them raw.
+
+    ``desired_kl``: after each epoch, the learning rate is divided by 1.5 if that epoch's mean
+    ``approx_kl`` exceeded twice ``desired_kl`` and multiplied by 1.5 if it stayed under half of
+    it, within [1e-6, 1e-2] (rl_games' adaptive schedule): the step size follows how far the
+    policy moves, not the step budget.
     """
 
     def __init__(self, actor_critic: Policy, clip_param: float, ppo_epoch: int,
                  num_mini_batch: int, value_loss_coef: float, entropy_coef: float,
                  lr: float | None = None, eps: float | None = None,
                  max_grad_norm: float | None = None, use_clipped_value_loss: bool = True,
-                 advantage_norm: str = "batch") -> None:
+                 advantage_norm: str = "batch", desired_kl: float | None = None) -> None:
         if advantage_norm not in ADVANTAGE_NORMS:
             raise ValueError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
                              f"{', '.join(ADVANTAGE_NORMS)}")
@@ -41,6 +48,7 @@ class PPO:
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
         self.use_clipped_value_loss = use_clipped_value_loss
+        self.desired_kl = desired_kl
         # fused: one kernel for all parameters instead of a Python loop over them; on CPU the
         # loop's per-tensor overhead is a visible share of a small-MLP update.
         self.optimizer = optim.Adam(actor_critic.parameters(), lr=lr, eps=eps, fused=True)
@@ -57,6 +65,7 @@ class PPO:
         totals = torch.zeros(5, device=advantages.device)
         num_updates = 0
         for _ in range(self.ppo_epoch):
+            epoch_kl, epoch_start = totals[3].clone(), num_updates
             if self.actor_critic.is_recurrent:
                 batches = rollouts.recurrent_generator(advantages, self.num_mini_batch)
             else:
@@ -95,8 +104,18 @@ class PPO:
                     totals += torch.stack([value_loss, action_loss, dist_entropy,
                                            approx_kl, clip_fraction]).detach()
                 num_updates += 1
+            if self.desired_kl is not None:
+                self._adapt_lr(((totals[3] - epoch_kl) / (num_updates - epoch_start)).item())
 
         value_loss, action_loss, dist_entropy, approx_kl, clip_fraction = (
             (totals / num_updates).tolist())
         self.stats = {"approx_kl": approx_kl, "clip_fraction": clip_fraction}
         return value_loss, action_loss, dist_entropy
+
+    def _adapt_lr(self, kl: float) -> None:
+        """One step of the adaptive schedule (``desired_kl``) after an epoch of mean KL ``kl``."""
+        for group in self.optimizer.param_groups:
+            if kl > 2 * self.desired_kl:
+                group["lr"] = max(group["lr"] / KL_LR_FACTOR, KL_MIN_LR)
+            elif kl < self.desired_kl / 2:
+                group["lr"] = min(group["lr"] * KL_LR_FACTOR, KL_MAX_LR)
