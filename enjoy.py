@@ -28,9 +28,11 @@ import numpy as np
 import torch
 from stable_baselines3.common.monitor import Monitor
 
-from a2c_ppo_acktr.arguments import Parser, fail
+from a2c_ppo_acktr.errors import Error
 from a2c_ppo_acktr.evaluation import run_episodes
-from a2c_ppo_acktr.playback import add_checkpoint_args, build_policy, load, play_envs
+from a2c_ppo_acktr.run.arguments import Parser, fail
+from a2c_ppo_acktr.run.checkpoint import build_policy
+from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
 
 PROG = "enjoy.py"
 
@@ -105,7 +107,14 @@ def play(args, policy, envs, writer):
 
 def main(argv=None):
     args = get_args(argv)
-    path, ckpt = load(args, PROG)
+    try:
+        return watch(args)
+    except Error as e:
+        _fail(str(e))
+
+
+def watch(args) -> int:
+    path, ckpt = load(args)
     torch.set_num_threads(1)
     display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     if not display:  # offscreen: MuJoCo's default GL (glfw) and SDL (pygame, ALE) want a display
@@ -113,10 +122,16 @@ def main(argv=None):
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     render_mode = ("rgb_array" if args.record
                    else "human" if display and not args.no_render else None)
-    with play_envs(args, ckpt, PROG, render_mode) as envs:
+    if render_mode == "human":
+        print(f"playing in a window on display {os.environ.get('DISPLAY') or 'wayland'}")
+    elif not args.record:
+        print("playing without a window (" + ("--no-render" if args.no_render else
+              "no display found: DISPLAY and WAYLAND_DISPLAY are unset")
+              + "); --record out.gif writes what it plays")
+    with play_envs(args, ckpt, render_mode) as envs:
         writer = None
         try:
-            policy = build_policy(args, ckpt, path, envs, PROG)
+            policy = build_policy(ckpt, path, envs)
             if args.record:
                 writer = open_writer(args.record, _first_env(envs))
             play(args, policy, envs, writer)

@@ -9,17 +9,21 @@ import functools
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
 
 from a2c_ppo_acktr import utils
-from a2c_ppo_acktr.arguments import fail, get_args, program, warn
-from a2c_ppo_acktr.build import build_collector, build_run
-from a2c_ppo_acktr.checkpoint import (
-    CheckpointError,
+from a2c_ppo_acktr.envs.single import check_env_id
+from a2c_ppo_acktr.errors import CheckpointError, Error, program
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.rollout import Collector
+from a2c_ppo_acktr.run.arguments import fail, get_args, warn
+from a2c_ppo_acktr.run.build import build_collector, build_run
+from a2c_ppo_acktr.run.checkpoint import (
     RunPaths,
     checkpoint_state,
     history_path,
@@ -27,13 +31,10 @@ from a2c_ppo_acktr.checkpoint import (
     run_paths,
     save_checkpoint,
 )
-from a2c_ppo_acktr.distributed import DDP
-from a2c_ppo_acktr.envs.single import check_env_id
-from a2c_ppo_acktr.interrupt import StopRequest
-from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger, format_report, progress_row
-from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.rundir import abandon, check_run, make_run_dirs
+from a2c_ppo_acktr.run.interrupt import StopRequest
+from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
+from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
+from a2c_ppo_acktr.sampling.ddp import DDP
 
 
 @dataclass
@@ -63,7 +64,10 @@ class Run:
 def main(argv: Optional[list[str]] = None) -> int:
     args = get_args(argv)
     with StopRequest() as stop:  # Ctrl-C / SIGTERM: finish the update, save, exit 130 / 143
-        run = start(args)
+        try:
+            run = start(args)
+        except Error as e:  # bad input found while building: one line, nothing left on disk
+            fail(str(e))
         try:
             return train(args, run, stop)
         finally:
@@ -71,20 +75,18 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def start(args) -> Run:
-    """Check the inputs (one line and exit 2 when bad, before anything is on disk), then build the
-    run: directories, envs, policy, agent, restored on --resume, and the collector."""
+    """Check the inputs (``Error`` when bad, before anything is on disk), then build the run:
+    directories, envs, policy, agent, restored on --resume, and the collector."""
     ddp = DDP.from_env(args)  # under torchrun: this process is one rank of one learner
     rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)
     paths = run_paths(args)
     if lead:
         check_run(args, paths)
+    check_env_id(args.env_name)
     try:
-        check_env_id(args.env_name)
         resumed = load_checkpoint(paths.checkpoint) if args.resume else None
-    except ValueError as e:
-        fail(str(e))
     except CheckpointError as e:
-        fail(f"--resume: {e}")
+        raise CheckpointError(f"--resume: {e}") from None
     env_steps = resumed["env_steps"] if resumed else 0
 
     # Seeds the CUDA generators too, lazily: a CPU run never initializes CUDA.

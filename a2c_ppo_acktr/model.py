@@ -10,6 +10,7 @@ import torch.nn as nn
 from gymnasium import spaces
 
 from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian
+from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import init
 
 INITS = ("orthogonal", "default")
@@ -48,9 +49,9 @@ class Policy(nn.Module):
                  action_mean_gain: float = 1.0) -> None:
         super().__init__()
         if init not in INITS:
-            raise ValueError(f"unknown init {init!r}; expected one of {', '.join(INITS)}")
+            raise ConfigError(f"unknown init {init!r}; expected one of {', '.join(INITS)}")
         if init == "default" and action_mean_gain != 1.0:
-            raise ValueError("an action mean gain applies to the orthogonal init, not to "
+            raise ConfigError("an action mean gain applies to the orthogonal init, not to "
                              "init='default'")
         base_kwargs = base_kwargs or {}
         if base is None:
@@ -59,7 +60,7 @@ class Policy(nn.Module):
             elif len(obs_shape) == 1:
                 base = MLPBase
             else:
-                raise ValueError(
+                raise ConfigError(
                     f"observation shape {tuple(obs_shape)} is not supported: "
                     "expected a vector (D,) or an image (C, H, W)")
         self.base = base(obs_shape[0], **base_kwargs)
@@ -72,7 +73,7 @@ class Policy(nn.Module):
         elif isinstance(action_space, spaces.MultiBinary) and len(action_space.shape) == 1:
             self.dist = Bernoulli(self.base.output_size, action_space.shape[0])
         else:
-            raise ValueError(
+            raise ConfigError(
                 f"action space {action_space} is not supported: "
                 "expected Discrete, a 1-D Box or a 1-D MultiBinary")
         if init == "default":

@@ -10,7 +10,8 @@ asynchronously from pinned memory (``to_device``), and the only wait for it is t
 actions back to step the envs; the episode flags stay on the host, in numpy.
 """
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch

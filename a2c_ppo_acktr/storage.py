@@ -14,6 +14,8 @@ import gymnasium as gym
 import torch
 from gymnasium import spaces
 
+from a2c_ppo_acktr.errors import ConfigError
+
 
 class Minibatch(NamedTuple):
     """One minibatch for an update (B = minibatch size)."""
@@ -147,7 +149,7 @@ class RolloutStorage:
         batch_size = T * N
         if mini_batch_size is None:
             if num_mini_batch is None or batch_size < num_mini_batch:
-                raise ValueError(
+                raise ConfigError(
                     f"PPO needs num_processes * num_steps ({N} * {T} = {batch_size}) to be at "
                     f"least num_mini_batch ({num_mini_batch})")
             mini_batch_size = batch_size // num_mini_batch
@@ -174,14 +176,16 @@ class RolloutStorage:
         """
         T, N = self.rewards.shape[:2]
         if N < num_mini_batch:
-            raise ValueError(
+            raise ConfigError(
                 f"recurrent PPO needs num_processes ({N}) to be at least num_mini_batch "
                 f"({num_mini_batch})")
         envs_per_batch = N // num_mini_batch
         perm = torch.randperm(N, device=self.rewards.device)
         for start in range(0, N - envs_per_batch + 1, envs_per_batch):
             ind = perm[start:start + envs_per_batch]
-            cols = lambda x: x[:T, ind].reshape(T * envs_per_batch, *x.shape[2:])
+
+            def cols(x, ind=ind):
+                return x[:T, ind].reshape(T * envs_per_batch, *x.shape[2:])
             yield Minibatch(
                 cols(self.obs), self.recurrent_hidden_states[0, ind], cols(self.actions),
                 cols(self.value_preds), cols(self.returns), cols(self.masks),

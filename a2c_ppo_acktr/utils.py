@@ -1,8 +1,13 @@
-"""Small helpers shared by the modules: layer init and the learning-rate schedule."""
+"""Small helpers shared by the modules: layer init, the learning-rate schedule and atomic saves."""
+import glob
+import os
+import tempfile
 from typing import TypeVar
 
 import torch
 import torch.nn as nn
+
+from a2c_ppo_acktr.errors import CheckpointError
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -22,3 +27,43 @@ def update_linear_schedule(optimizer: torch.optim.Optimizer, update: int, total_
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
     return lr
+
+
+def _temp_prefix(path):
+    # Named after the checkpoint, so that start-up removes this run's leftovers only.
+    return f".{os.path.basename(path)}.tmp-"
+
+
+def save_atomic(state: dict, path: str) -> None:
+    """Write ``state`` (tensors and plain values only) to ``path`` atomically.
+
+    The data goes to ``.<name>.tmp-XXXX`` in the same directory, which is then renamed over
+    ``path``, so a crash mid-write leaves the previous checkpoint intact. An OSError (disk full,
+    no permission) is a ``CheckpointError``.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=_temp_prefix(path))
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+        if isinstance(e, OSError):
+            raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from e
+        raise
+
+
+def remove_stale_temporaries(path: str) -> list:
+    """Delete the temporary files a killed ``save_checkpoint`` of ``path`` left; -> their paths."""
+    pattern = os.path.join(glob.escape(os.path.dirname(os.path.abspath(path))),
+                           glob.escape(_temp_prefix(path)) + "*")
+    stale = glob.glob(pattern)
+    for tmp in stale:
+        os.remove(tmp)
+    return stale

@@ -8,7 +8,8 @@ Usage::
     python gail_experts/generate.py --env-name CartPole-v1 --load-dir trained_models --episodes 10
 
 The checkpoint is found as by ``enjoy.py`` (``--load-dir`` is main.py's ``--save-dir``, one of its
-``<algo>`` directories or the file; ``--algo`` and ``--train-seed`` choose among several). The policy acts deterministically (its mode) with the run's observation
+``<algo>`` directories or the file; ``--algo`` and ``--train-seed`` choose among several). The
+policy acts deterministically (its mode) with the run's observation
 normalization frozen, for ``--episodes`` episodes on the env the run trained on (its env kwargs),
 seeded ``seed + 1000``; the file
 ``<out-dir>/trajs_<env-name>.pt`` gets the raw observations and the actions the env ran (Box
@@ -22,11 +23,12 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.algo.gail import save_expert_file
-from a2c_ppo_acktr.arguments import Parser, fail
-from a2c_ppo_acktr.checkpoint import CheckpointError
 from a2c_ppo_acktr.envs import get_vec_normalize
+from a2c_ppo_acktr.errors import Error
 from a2c_ppo_acktr.evaluation import run_episodes
-from a2c_ppo_acktr.playback import add_checkpoint_args, build_policy, load, play_envs
+from a2c_ppo_acktr.run.arguments import Parser, fail
+from a2c_ppo_acktr.run.checkpoint import build_policy
+from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
 
 PROG = "generate.py"
 
@@ -101,18 +103,19 @@ def to_expert_data(trajectories, env_name, observation_space, action_space):
 
 def main(argv=None):
     args = get_args(argv)
-    path, ckpt = load(args, PROG)
-    torch.set_num_threads(1)
-    with play_envs(args, ckpt, PROG) as envs:
-        if len(envs.observation_space.shape) != 1:
-            _fail(f"GAIL here takes vector observations; {args.env_name}'s are of shape "
-                  f"{tuple(envs.observation_space.shape)}")
-        policy = build_policy(args, ckpt, path, envs, PROG)
-        trajectories = record(policy, envs, args.episodes)
-    data = to_expert_data(trajectories, args.env_name, envs.observation_space, envs.action_space)
     try:
-        print(save_expert_file(data, args.out_dir))
-    except CheckpointError as e:  # e.g. --out-dir is a file, or the disk is full
+        path, ckpt = load(args)
+        torch.set_num_threads(1)
+        with play_envs(args, ckpt) as envs:
+            if len(envs.observation_space.shape) != 1:
+                _fail(f"GAIL here takes vector observations; {args.env_name}'s are of shape "
+                      f"{tuple(envs.observation_space.shape)}")
+            policy = build_policy(ckpt, path, envs)
+            trajectories = record(policy, envs, args.episodes)
+        data = to_expert_data(trajectories, args.env_name, envs.observation_space,
+                              envs.action_space)
+        print(save_expert_file(data, args.out_dir))  # e.g. --out-dir is a file, the disk full
+    except Error as e:
         _fail(str(e))
     return 0
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env python
-"""Run a suite's recipes (a2c_ppo_acktr/recipes.py) over seeds and report the results table.
+"""Run a suite's recipes (a2c_ppo_acktr/run/recipes.py) over seeds and report the results table.
 
 Each run is ``main.py`` in a subprocess, under ``<out>/runs/<env>/<recipe>/seed<k>/`` (its
 ``logs/``, ``models/`` and ``stdout.log``). The score of a run is the mean return of its last 10
 training episodes (what main.py's log line shows); a row gives the mean ± std of that over the
 seeds, and each seed's final policy played deterministically for 10 episodes (the metric of
-rl-baselines3-zoo's tables). Writes ``<out>/results.md`` (the table and the commands) and ``<out>/<env>.png`` (learning
+rl-baselines3-zoo's tables). Writes ``<out>/results.md`` (the table and the commands) and
+``<out>/<env>.png`` (learning
 curves, seed band min-max), and prints each run's line and the table. With ``--reuse`` a run
 whose checkpoint already holds the whole budget is read, not trained again: a suite cut short
 continues, and seeds run apart (other ``--out`` dirs, linked in) make one table.
@@ -27,11 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from a2c_ppo_acktr import recipes
-from a2c_ppo_acktr.arguments import get_args
-from a2c_ppo_acktr.checkpoint import CheckpointError, load_checkpoint
-from a2c_ppo_acktr.curves import CurveError, aggregate, env_filename, load_run, plot_curves
-from a2c_ppo_acktr.history import evaluate_checkpoint
+from a2c_ppo_acktr.envs.episodes import load_run
+from a2c_ppo_acktr.errors import LogError
+from a2c_ppo_acktr.run import recipes
+from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.checkpoint import CheckpointError, load_checkpoint
+from a2c_ppo_acktr.run.history import evaluate_checkpoint
+from curves import aggregate, env_filename, plot_curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAST_EPISODES = 10
@@ -105,7 +108,7 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
     if rc == 0 and len(monitor_dirs) == 1:
         try:
             result["curve"] = load_run(monitor_dirs[0])
-        except CurveError:
+        except LogError:
             pass
     if result["curve"] is not None:
         result["score"] = float(np.mean(result["curve"][1][-LAST_EPISODES:]))

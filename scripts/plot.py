@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Plot learning curves from SB3-format monitor CSV files (``a2c_ppo_acktr.curves`` loads them).
+"""Plot learning curves from SB3-format monitor CSV files (``curves`` loads them).
 
 Several dirs under one label are treated as seeds: they are smoothed,
 interpolated onto a common step grid, and drawn as a mean line with a shaded
@@ -27,9 +27,11 @@ from collections import OrderedDict
 
 import numpy as np
 
-from a2c_ppo_acktr.checkpoint import CheckpointError
-from a2c_ppo_acktr.curves import CurveError, aggregate, env_filename, load_run, plot_curves
-from a2c_ppo_acktr.history import evaluate_history, history_curve
+from a2c_ppo_acktr.envs.episodes import load_run
+from a2c_ppo_acktr.errors import LogError
+from a2c_ppo_acktr.run.checkpoint import CheckpointError
+from a2c_ppo_acktr.run.history import evaluate_history, history_curve
+from curves import aggregate, env_filename, plot_curves
 
 GLOB_CHARS = "*?["
 
@@ -126,14 +128,14 @@ def expand_dirs(patterns: list[str]) -> list[str]:
     """Expand glob patterns among ``patterns`` into sorted directory lists.
 
     Literal paths are kept as given (and checked later by ``load_run``). A
-    pattern matching no directory raises ``CurveError``.
+    pattern matching no directory raises ``LogError``.
     """
     out: list[str] = []
     for p in patterns:
         if any(c in p for c in GLOB_CHARS):
             matches = sorted(d for d in glob.glob(p) if os.path.isdir(d))
             if not matches:
-                raise CurveError(f"no run directories match {p}")
+                raise LogError(f"no run directories match {p}")
             out.extend(matches)
         else:
             out.append(p)
@@ -143,11 +145,11 @@ def expand_dirs(patterns: list[str]) -> list[str]:
 
 def collect(
     run_specs: list[tuple[str, list[str]]],
-) -> "OrderedDict[str, OrderedDict[str, list]]":
+) -> OrderedDict[str, OrderedDict[str, list]]:
     """Load every run: returns ``{env_id: {label: [(steps, returns), ...]}}``.
 
     Globs in dirs are expanded; insertion order follows the command line.
-    Raises ``CurveError`` on missing/empty dirs.
+    Raises ``LogError`` on missing/empty dirs.
     """
     groups: OrderedDict[str, OrderedDict[str, list]] = OrderedDict()
     for label, patterns in run_specs:
@@ -181,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 return aggregate(runs, args.num_points, args.smooth, args.band, args.xmax)
             except ValueError as e:
-                raise CurveError(str(e)) from None
+                raise LogError(str(e)) from None
 
         written = []
         if args.out_dir:
@@ -200,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                     curves.append((name, len(runs), agg(runs)))
             title = args.title or ", ".join(groups) or "policy history"
             written.append(plot_curves(curves, args.out, title, args.xmax, args.band))
-    except (CurveError, CheckpointError) as e:
+    except (LogError, CheckpointError) as e:
         print(f"plot.py: error: {e}", file=sys.stderr)
         return 2
     for path in written:

@@ -72,14 +72,14 @@ PUBLIC = {
 
 MODULES = [
     "a2c_ppo_acktr.model", "a2c_ppo_acktr.storage", "a2c_ppo_acktr.distributions",
-    "a2c_ppo_acktr.utils", "a2c_ppo_acktr.evaluation", "a2c_ppo_acktr.playback",
-    "a2c_ppo_acktr.curves", "a2c_ppo_acktr.algo.ppo", "a2c_ppo_acktr.algo.a2c_acktr",
+    "a2c_ppo_acktr.utils", "a2c_ppo_acktr.evaluation", "a2c_ppo_acktr.run.playback",
+    "curves", "a2c_ppo_acktr.algo.ppo", "a2c_ppo_acktr.algo.a2c_acktr",
     "a2c_ppo_acktr.algo.kfac", "a2c_ppo_acktr.algo.gail", "a2c_ppo_acktr.envs.make",
     "a2c_ppo_acktr.envs.vec_env", "a2c_ppo_acktr.envs.normalize", "a2c_ppo_acktr.envs.torch_vec",
     "a2c_ppo_acktr.envs.single", "a2c_ppo_acktr.envs.ale", "a2c_ppo_acktr.envs.native",
     "a2c_ppo_acktr.envs.episodes", "a2c_ppo_acktr.envs.shmem", "a2c_ppo_acktr.realtime.env",
-    "a2c_ppo_acktr.realtime.drone", "a2c_ppo_acktr.rollout", "a2c_ppo_acktr.sampler",
-    "a2c_ppo_acktr.distributed", "a2c_ppo_acktr.worker_group", "a2c_ppo_acktr.history",
+    "a2c_ppo_acktr.realtime.drone", "a2c_ppo_acktr.rollout", "a2c_ppo_acktr.sampling.async_thread",
+    "a2c_ppo_acktr.sampling.ddp", "a2c_ppo_acktr.sampling.ray_learner", "a2c_ppo_acktr.run.history",
 ]
 DUNDERS = ("__init__", "__len__", "__getitem__")
 

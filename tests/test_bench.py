@@ -1,4 +1,4 @@
-"""scripts/bench_ceiling.py, run as a user runs it: the parts of each case are timed on its real
+"""scripts/bench/ceiling.py, run as a user runs it: the parts of each case are timed on its real
 envs and losses (without the SB3 runs, minutes each)."""
 import math
 import os
@@ -16,7 +16,7 @@ def test_ceiling_parts_are_timed():
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[1:]}
     assert set(rows) == {"a", "b"}
-    for case, (_, env_us, act_us, update_us, ceiling, sb3, versus, target) in rows.items():
+    for _, env_us, act_us, update_us, ceiling, sb3, versus, _target in rows.values():
         assert all(math.isfinite(float(x)) and float(x) > 0
                    for x in (env_us, act_us, update_us, ceiling))
         assert (sb3, versus) == ("-", "-")

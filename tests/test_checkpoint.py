@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from a2c_ppo_acktr import checkpoint
+from a2c_ppo_acktr import utils
+from a2c_ppo_acktr.run import checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -66,7 +67,7 @@ def test_kill_9_mid_save_leaves_a_temporary_that_start_up_removes(tmp_path):
     other = tmp_path / ".CartPole-v1_seed2.pt.tmp-x1y2"  # another run's, maybe saving right now
     other.write_bytes(b"")
     script = ("import sys, time, torch\n"
-              "from a2c_ppo_acktr import checkpoint\n"
+              "from a2c_ppo_acktr.run import checkpoint\n"
               "def stuck(obj, f, *a, **k):\n"
               "    f.write(b'half'); f.flush(); print('writing', flush=True); time.sleep(60)\n"
               "torch.save = stuck\n"
@@ -78,7 +79,7 @@ def test_kill_9_mid_save_leaves_a_temporary_that_start_up_removes(tmp_path):
     proc.wait()
     stale = [f for f in os.listdir(tmp_path) if f.startswith(".CartPole-v1_seed1.pt.tmp-")]
     assert len(stale) == 1 and checkpoint.load_checkpoint(path)["step"].item() == 1
-    assert checkpoint.remove_stale_temporaries(path) == [str(tmp_path / stale[0])]
+    assert utils.remove_stale_temporaries(path) == [str(tmp_path / stale[0])]
     assert sorted(os.listdir(tmp_path)) == [other.name, "CartPole-v1_seed1.pt"]
 
 

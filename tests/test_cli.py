@@ -10,11 +10,11 @@ import time
 
 import pytest
 import torch
+from gymnasium import spaces
 
 import main
-from a2c_ppo_acktr.checkpoint import load_checkpoint
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint
 from a2c_ppo_acktr.storage import RolloutStorage
-from gymnasium import spaces
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--algo", "a2c", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8",
@@ -164,12 +164,12 @@ def test_failed_start_leaves_nothing_behind(tmp_path, capsys):
 @pytest.mark.parametrize("case", ["save-dir is a file", "save-dir under a file",
                                   "log-dir is a file", "log-dir not writable"])
 def test_unusable_directories_are_refused_first(tmp_path, capsys, monkeypatch, case):
-    import a2c_ppo_acktr.build
+    import a2c_ppo_acktr.run.build
 
     def no_envs(*args, **kwargs):
         raise AssertionError("an env was made")
 
-    monkeypatch.setattr(a2c_ppo_acktr.build, "make_vec_envs", no_envs)
+    monkeypatch.setattr(a2c_ppo_acktr.run.build, "make_vec_envs", no_envs)
     afile = tmp_path / "afile"
     afile.write_text("")
     logs, models = tmp_path / "logs", tmp_path / "models"
@@ -234,7 +234,7 @@ def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
 
 
 def test_second_signal_stops_at_once_in_one_line(capsys):
-    from a2c_ppo_acktr.interrupt import StopRequest
+    from a2c_ppo_acktr.run.interrupt import StopRequest
 
     previous = signal.getsignal(signal.SIGTERM)
     with StopRequest() as stop:

@@ -1,4 +1,4 @@
-"""DDP learners (a2c_ppo_acktr/distributed.py): 2 CPU ranks (gloo) spawned as torchrun would."""
+"""DDP learners (a2c_ppo_acktr/sampling/ddp.py): 2 CPU ranks (gloo) spawned as torchrun would."""
 import csv
 import os
 import socket
@@ -8,8 +8,8 @@ import torch
 import torch.multiprocessing as mp
 
 import main
-from a2c_ppo_acktr.distributed import DDP
-from a2c_ppo_acktr.checkpoint import load_checkpoint
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint
+from a2c_ppo_acktr.sampling.ddp import DDP
 
 WORLD = 2
 P, T, UPDATES = 2, 8, 4

@@ -14,9 +14,9 @@ from PIL import Image, ImageSequence
 
 import enjoy
 import main
-from a2c_ppo_acktr.checkpoint import load_checkpoint, save_checkpoint
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPISODE = re.compile(r"episode (\d+): return (-?[\d.]+), length (\d+)")
@@ -192,7 +192,8 @@ def test_error_corrupt_checkpoint(capsys, tmp_path):
     path = tmp_path / "a2c" / "CartPole-v1.pt"
     path.parent.mkdir()
     path.write_bytes(np.random.default_rng(0).bytes(1000))
-    assert "corrupt or not a torch file" in fail(capsys, "--env-name", "CartPole-v1", "--load-dir", str(tmp_path))
+    assert "corrupt or not a torch file" in fail(capsys, "--env-name", "CartPole-v1", "--load-dir",
+                                                 str(tmp_path))
     torch.save([torch.nn.Linear(2, 2)], path)  # a pickled module, as the original repo saved
     assert "pickles Python objects" in fail(capsys, "--load-dir", str(path))
 

@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from a2c_ppo_acktr import build, workers
-from a2c_ppo_acktr.arguments import get_args
 from a2c_ppo_acktr.envs import (
     AleVecEnv,
     DummyVecEnv,
@@ -17,11 +15,14 @@ from a2c_ppo_acktr.envs import (
     frame_channels,
     make_env,
     make_vec_envs,
+    single,
     to_device,
 )
 from a2c_ppo_acktr.envs import make as make_module
-from a2c_ppo_acktr.envs import single
 from a2c_ppo_acktr.rollout import collect_rollout, episode_masks
+from a2c_ppo_acktr.run import build
+from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.sampling import ray_actors as workers
 from a2c_ppo_acktr.storage import RolloutStorage
 from tests.test_main import expect_exit_2, run
 

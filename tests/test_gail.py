@@ -12,8 +12,8 @@ from gymnasium import spaces
 import main
 from a2c_ppo_acktr.algo.gail import Discriminator, ExpertDataset, GailError, expert_path
 from a2c_ppo_acktr.evaluation import evaluate
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint, save_checkpoint
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.checkpoint import load_checkpoint, save_checkpoint
 from gail_experts import convert_to_pytorch, generate
 
 BOX = spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -371,7 +371,8 @@ def test_gail_errors(tmp_path, capsys):
                     "--num-steps", "8", "--num-mini-batch", "1", "--log-dir", log_dir,
                     "--save-dir", str(tmp_path / "models")],
            "GAIL here takes vector observations", "(4, 84, 84)")
-    _fails(capsys, base + ["--gail-reward", "wgan"], "unknown --gail-reward 'wgan'; choose one of: airl, gail")
+    _fails(capsys, base + ["--gail-reward", "wgan"],
+           "unknown --gail-reward 'wgan'; choose one of: airl, gail")
     _fails(capsys, base + ["--gail-epoch", "0"], "--gail-epoch must be a positive integer, got 0")
 
 
@@ -416,7 +417,7 @@ def test_gail_ppo_imitates_cartpole_expert(tmp_path):
 
 
 def test_gail_refuses_async_rollouts(capsys):
-    from a2c_ppo_acktr.arguments import get_args
+    from a2c_ppo_acktr.run.arguments import get_args
     with pytest.raises(SystemExit) as e:
         get_args(["--env-name", "CartPole-v1", "--gail", "--async-rollouts"])
     assert e.value.code == 2

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from a2c_ppo_acktr.logger import ProgressLine, ScalarLogger
+from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger
 
 
 def test_scalar_log_appends_on_resume(tmp_path):

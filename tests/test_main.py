@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import main
-from a2c_ppo_acktr.curves import load_run, read_monitor_file
-from a2c_ppo_acktr.arguments import get_args
-from a2c_ppo_acktr.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.envs import make_vec_envs
+from a2c_ppo_acktr.envs.episodes import load_run, read_monitor_file
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 
 # The README's CartPole command (the learning test uses it as written there).
 CARTPOLE_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "8",
@@ -177,7 +177,7 @@ def test_resume_after_a_kill_past_the_checkpoint_logs_each_step_once(tmp_path, c
     hold; --resume drops them, so the resumed logs count every step once."""
     import shutil
 
-    from a2c_ppo_acktr.checkpoint import history_path
+    from a2c_ppo_acktr.run.checkpoint import history_path
 
     argv = A2C_TINY + ["--num-env-steps", "640", "--save-history", "10"] + dirs(tmp_path)
     assert main.main(argv) == 0  # 40 updates of 16 steps
@@ -363,7 +363,7 @@ def test_bad_env_kwargs_exit_2_naming_the_key(tmp_path, capsys):
 
 
 def test_env_kwargs_values_are_parsed():
-    from a2c_ppo_acktr.arguments import parse_env_kwargs
+    from a2c_ppo_acktr.run.arguments import parse_env_kwargs
 
     assert parse_env_kwargs(["a=0.02", "b=200", "c=true", "d=False", "e=None", "f=text",
                              "g=1e-3", "h=[1, 2]"]) == {

@@ -151,7 +151,7 @@ def test_default_init_is_pytorch_not_orthogonal():
 
 
 def test_policy_kwargs_from_flags_defaults_keep_the_original_network():
-    from a2c_ppo_acktr.arguments import get_args
+    from a2c_ppo_acktr.run.arguments import get_args
     default = policy_kwargs(get_args(["--env-name", "CartPole-v1"]))
     assert default == {"base_kwargs": {"recurrent": False}, "log_std_init": 0.0,
                        "init": "orthogonal", "action_mean_gain": 1.0}

@@ -1,4 +1,4 @@
-"""Learning curves from monitor CSVs: ``a2c_ppo_acktr.curves`` (loading, smoothing, averaging
+"""Learning curves from monitor CSVs: ``curves`` (loading, smoothing, averaging
 seeds) and the ``scripts/plot.py`` command line, run as a user runs it."""
 
 import json
@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from a2c_ppo_acktr import curves
+import curves
+from a2c_ppo_acktr.envs import episodes
+from a2c_ppo_acktr.errors import LogError
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "plot.py"
 
@@ -51,7 +53,7 @@ def test_load_run_merges_ranks_by_wall_time(tmp_path):
                   [(1.0, 5, 0.5), (2.0, 7, 2.0), (3.0, 4, 4.0)], t_start=100.0)
     write_monitor(tmp_path / "1.monitor.csv",
                   [(10.0, 3, 0.2), (20.0, 6, 2.5)], t_start=101.0)
-    steps, returns, env_id = curves.load_run(str(tmp_path))
+    steps, returns, env_id = episodes.load_run(str(tmp_path))
     assert env_id == "CartPole-v1"
     np.testing.assert_array_equal(returns, [1.0, 10.0, 2.0, 20.0, 3.0])
     np.testing.assert_array_equal(steps, np.cumsum([5, 3, 7, 6, 4]))
@@ -76,7 +78,7 @@ def test_load_run_matches_sb3_monitor(tmp_path):
         all_l += env.get_episode_lengths()
         env.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.monitor.csv", "1.monitor.csv"]
-    steps, returns, env_id = curves.load_run(str(tmp_path))
+    steps, returns, env_id = episodes.load_run(str(tmp_path))
     assert env_id == "CartPole-v1"
     assert len(returns) == 6
     np.testing.assert_allclose(sorted(returns), sorted(all_r), rtol=1e-5)
@@ -176,8 +178,8 @@ def test_a_log_dir_finds_the_one_run_main_put_under_it(tmp_path):
     base = tmp_path / "logs"
     run = make_run(base / "ppo" / "CartPole-v1_seed1", [1.0, 2.0])
     write_monitor(base / "ppo" / "CartPole-v1_seed1" / "eval" / "0.monitor.csv", [(99.0, 1, 1.0)])
-    assert curves.monitor_files(str(base)) == [os.path.join(run, "0.monitor.csv")]
-    np.testing.assert_array_equal(curves.load_run(str(base))[1], [1.0, 2.0])
+    assert episodes.monitor_files(str(base)) == [os.path.join(run, "0.monitor.csv")]
+    np.testing.assert_array_equal(episodes.load_run(str(base))[1], [1.0, 2.0])
     make_run(base / "ppo" / "CartPole-v1_seed2", [3.0])
-    with pytest.raises(curves.CurveError, match="several runs"):
-        curves.monitor_files(str(base))
+    with pytest.raises(LogError, match="several runs"):
+        episodes.monitor_files(str(base))

@@ -96,8 +96,8 @@ def test_advantage_norm_matches_reference(norm):
 
 
 def test_flags_reach_the_agent():
-    from a2c_ppo_acktr import build
-    from a2c_ppo_acktr.arguments import get_args
+    from a2c_ppo_acktr.run import build
+    from a2c_ppo_acktr.run.arguments import get_args
     policy = Policy((3,), spaces.Discrete(2))
     original = build.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4"]), policy)
     assert original.use_clipped_value_loss and original.advantage_norm == "batch"

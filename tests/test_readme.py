@@ -28,7 +28,8 @@ SKIP = {"ray start": "starts a Ray cluster node", "--ray-address": "joins a Ray 
         "convert_to_pytorch": "needs openai/imitation's h5 file, which is not in the repository"}
 # Slow even at one update; they run in the slow chain. Each command that reads what an earlier
 # one made must land in the same chain as it.
-SLOW = ("HalfCheetah", "Walker2d", "Hopper", "Ant-v5", "Humanoid", "Pong", "--num-workers", "torchrun", "logs/ppo-cartpole-ddp")
+SLOW = ("HalfCheetah", "Walker2d", "Hopper", "Ant-v5", "Humanoid", "Pong", "--num-workers", "torchrun",
+        "logs/ppo-cartpole-ddp")
 # More than one update: the set-up command's policy is the GAIL expert, and GAIL subsamples every
 # 20th step of its episodes, so they must last longer than a one-update policy's (~10 steps).
 UPDATES = {"logs/ppo-cartpole": 20, "logs/history": 10}  # --save-history 10: one copy
@@ -198,7 +199,7 @@ def test_relative_links_of_readme_and_docs_exist():
 
 def test_tuned_commands_are_the_recipes():
     """The README's tuned MuJoCo commands are recipes.py's, so that results and docs agree."""
-    from a2c_ppo_acktr import recipes
+    from a2c_ppo_acktr.run import recipes
     shown = {}
     for _, cmds in readme_blocks():
         for argv, _ in cmds:

@@ -351,7 +351,7 @@ def test_readme_motor_example_runs():
                    ep_max_length=5)
     obs, _ = env.reset(seed=0)
     assert obs.shape == (2,)  # position + an action buffer of 1
-    for t in range(5):
+    for _ in range(5):
         obs, reward, terminated, truncated, info = env.step(np.ones(1, np.float32))
     assert truncated and obs[0] > 0 and obs[1] == 1.0
     env.close()

@@ -7,8 +7,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from a2c_ppo_acktr import build, recipes
-from a2c_ppo_acktr.arguments import get_args
+from a2c_ppo_acktr.run import build, recipes
+from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.storage import RolloutStorage
 
 ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]

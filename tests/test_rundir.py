@@ -5,8 +5,8 @@ import os
 
 from stable_baselines3.common.monitor import Monitor
 
-from a2c_ppo_acktr.curves import read_monitor_file
-from a2c_ppo_acktr.rundir import drop_rows_after
+from a2c_ppo_acktr.envs.episodes import read_monitor_file
+from a2c_ppo_acktr.run.rundir import drop_rows_after
 
 
 def write_monitor(path, t_start, rows, tail=""):

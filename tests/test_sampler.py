@@ -7,7 +7,7 @@ import torch
 
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.sampler import AsyncCollector
+from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 
 T, N = 8, 2
 

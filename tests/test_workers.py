@@ -1,4 +1,4 @@
-"""Ray rollout workers (a2c_ppo_acktr/workers.py) driven through main.py, on one Ray session."""
+"""Ray rollout workers (a2c_ppo_acktr/sampling/ray_actors.py) driven through main.py, on one Ray session."""
 import csv
 import os
 import pathlib
@@ -16,11 +16,11 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # as workers.im
 ray = pytest.importorskip("ray")
 
 import main  # noqa: E402
-from a2c_ppo_acktr import worker_group, workers  # noqa: E402
-from a2c_ppo_acktr.arguments import get_args  # noqa: E402
-from a2c_ppo_acktr.checkpoint import load_checkpoint, run_paths  # noqa: E402
+from a2c_ppo_acktr.run.arguments import get_args  # noqa: E402
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths  # noqa: E402
+from a2c_ppo_acktr.sampling import ray_actors as workers  # noqa: E402
+from a2c_ppo_acktr.sampling import ray_learner as worker_group  # noqa: E402
 from tests.test_main import monitor_returns  # noqa: E402
-
 
 CRASH_MARKER = os.path.join(tempfile.mkdtemp(prefix="crashing-cartpole-"), "crashed")
 

@@ -3,4 +3,6 @@ from a2c_ppo_acktr.algo.a2c_acktr import A2C_ACKTR
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
 from a2c_ppo_acktr.algo.ppo import PPO
 
-__all__ = ["A2C_ACKTR", "KFACOptimizer", "PPO"]
+ALGOS = ("a2c", "ppo", "acktr")  # --algo's names
+
+__all__ = ["ALGOS", "A2C_ACKTR", "KFACOptimizer", "PPO"]

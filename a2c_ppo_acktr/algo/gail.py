@@ -25,15 +25,12 @@ import torch.nn.functional as F
 from gymnasium import spaces
 
 from a2c_ppo_acktr.envs import RunningMeanStd
-from a2c_ppo_acktr.checkpoint import save_checkpoint
+from a2c_ppo_acktr.errors import ConfigError, GailError
 from a2c_ppo_acktr.storage import RolloutStorage
+from a2c_ppo_acktr.utils import save_atomic
 
 REWARDS = ("airl", "gail")
 EXPERT_KEYS = ("states", "actions", "rewards", "lengths", "env_name", "obs_shape", "action_space")
-
-
-class GailError(ValueError):
-    """A missing, unreadable or mismatched expert file, or spaces GAIL does not handle; one line."""
 
 
 def expert_path(experts_dir: str, env_name: str) -> str:
@@ -44,7 +41,7 @@ def expert_path(experts_dir: str, env_name: str) -> str:
 def save_expert_file(data: dict, experts_dir: str) -> str:
     """Write ``data`` (the expert file dict) to ``expert_path`` atomically; -> a one-line summary."""
     path = expert_path(experts_dir, data["env_name"])
-    save_checkpoint(data, path)
+    save_atomic(data, path)
     lengths = data["lengths"]
     returns = [float(data["rewards"][i, :n].sum()) for i, n in enumerate(lengths.tolist())]
     return (f"wrote {path}: {len(returns)} trajectories, return {np.mean(returns):.1f} ± "
@@ -144,7 +141,7 @@ class Discriminator(nn.Module):
         else:
             raise GailError(f"GAIL supports Discrete and 1-D Box actions, not {action_space}")
         if reward not in REWARDS:
-            raise ValueError(f"unknown reward {reward!r}; choose one of: {', '.join(REWARDS)}")
+            raise ConfigError(f"unknown reward {reward!r}; choose one of: {', '.join(REWARDS)}")
         self.discrete = isinstance(action_space, spaces.Discrete)
         self.action_dim, self.reward = action_dim, reward
         self.trunk = nn.Sequential(

@@ -3,6 +3,7 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
+from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
 
@@ -37,7 +38,7 @@ class PPO:
                  max_grad_norm: float | None = None, use_clipped_value_loss: bool = True,
                  advantage_norm: str = "batch", desired_kl: float | None = None) -> None:
         if advantage_norm not in ADVANTAGE_NORMS:
-            raise ValueError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
+            raise ConfigError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
                              f"{', '.join(ADVANTAGE_NORMS)}")
         self.advantage_norm = advantage_norm
         self.actor_critic = actor_critic

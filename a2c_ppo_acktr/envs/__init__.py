@@ -30,7 +30,8 @@ from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack, to_de
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 __all__ = [
-    "VEC_ENV_KINDS", "AleVecEnv", "DummyVecEnv", "NativeVecEnv", "Normalizer", "RunningMeanStd", "ShmemVecEnv",
+    "VEC_ENV_KINDS", "AleVecEnv", "DummyVecEnv", "NativeVecEnv", "Normalizer", "RunningMeanStd",
+    "ShmemVecEnv",
     "VecEnv", "VecEnvWrapper", "VecNormalize", "VecPyTorch", "VecPyTorchFrameStack",
     "check_env_kwargs", "frame_channels", "get_vec_normalize", "make_env", "make_vec_envs",
     "merge_normalizer", "normalizer_delta", "normalizer_state", "to_device",

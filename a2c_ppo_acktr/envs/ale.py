@@ -29,8 +29,9 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
-from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult
 from a2c_ppo_acktr.envs.single import _register_ale
+from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult
+from a2c_ppo_acktr.errors import ConfigError
 
 # gym.make kwargs of the ALE ids that AtariVectorEnv takes too, under the same names.
 SUPPORTED_KWARGS = ("repeat_action_probability", "full_action_space", "max_num_frames_per_episode")
@@ -53,7 +54,7 @@ def ale_kwargs(spec: EnvSpec, env_kwargs: dict | None = None) -> dict:
     a one-line ValueError for a kwarg it does not take."""
     unknown = sorted(set(env_kwargs or ()) - set(SUPPORTED_KWARGS))
     if unknown:
-        raise ValueError(f"--vec-env ale takes the env kwargs {', '.join(SUPPORTED_KWARGS)}; not "
+        raise ConfigError(f"--vec-env ale takes the env kwargs {', '.join(SUPPORTED_KWARGS)}; not "
                          f"{', '.join(unknown)} (use --vec-env dummy for those)")
     merged = {**{k: v for k, v in spec.kwargs.items() if k not in _SPEC_ONLY}, **(env_kwargs or {})}
     kwargs = {k: merged[k] for k in SUPPORTED_KWARGS if k in merged}
@@ -75,7 +76,7 @@ class _Group:
                                       reward_clipping=False, life_loss_info=episodic_life,
                                       **ale_args)
         except (RuntimeError, ValueError, TypeError, AssertionError) as e:
-            raise ValueError(f"AtariVectorEnv rejects {ale_args}: {str(e).splitlines()[0]}") from None
+            raise ConfigError(f"AtariVectorEnv rejects {ale_args}: {str(e).splitlines()[0]}") from None
         self.n, self.episodic_life, self.monitor = n, episodic_life, monitor
         self.stack = ale_args["stack_num"]
         self.lives = np.zeros(n, np.int32)
@@ -163,7 +164,7 @@ class AleVecEnv(BatchedVecEnv):
 
         _register_ale()
         if groups < 1 or num_envs % groups:
-            raise ValueError(f"{num_envs} envs cannot be split into {groups} equal groups")
+            raise ConfigError(f"{num_envs} envs cannot be split into {groups} equal groups")
         ale_args = {**ale_kwargs(gym.spec(env_id), env_kwargs), "stack_num": frame_stack,
                     "noop_max": noop_max, "use_fire_reset": fire_reset}
         self.num_envs, self.num_groups = num_envs, groups

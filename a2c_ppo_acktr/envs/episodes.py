@@ -1,11 +1,26 @@
-"""Monitor-equivalent episode bookkeeping for vector envs that step a whole batch natively."""
+"""Episodes in SB3's monitor files: written for vector envs that step a whole batch natively
+(``EpisodeMonitor``), and read back (``load_run``: ``scripts/plot.py``, ``--resume``).
+
+Each env of a run writes ``<rank>.monitor.csv`` into the run's log dir::
+
+    #{"t_start": 1700000000.0, "env_id": "CartPole-v1"}
+    r,l,t
+    12.0,12,0.051
+
+one row per finished episode: return, length, wall time in seconds since ``t_start``.
+"""
+import csv
+import glob
+import json
 import os
+import sys
 import time
+from collections import OrderedDict
 
 import numpy as np
 from stable_baselines3.common.monitor import ResultsWriter
 
-from a2c_ppo_acktr.envs.single import _monitor_t_start
+from a2c_ppo_acktr.errors import LogError
 
 
 class EpisodeMonitor:
@@ -27,7 +42,7 @@ class EpisodeMonitor:
         if log_dir is not None:
             for i in range(num_envs):
                 path = os.path.join(log_dir, f"{first_rank + i}.monitor.csv")
-                t_start = _monitor_t_start(path) if append else None
+                t_start = monitor_t_start(path) if append else None
                 self.writers.append(ResultsWriter(
                     path, header={"t_start": self.t_start[i], "env_id": env_id},
                     override_existing=t_start is None))
@@ -54,3 +69,113 @@ class EpisodeMonitor:
         for writer in self.writers:
             writer.close()
         self.writers = []
+
+
+def monitor_t_start(path: str) -> float | None:
+    """``t_start`` in the JSON header of an existing monitor file, or None."""
+    try:
+        with open(path) as f:
+            return float(json.loads(f.readline()[1:])["t_start"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+MONITOR_PATTERN = "*monitor.csv"
+UNKNOWN_ENV = "unknown"
+
+
+def monitor_files(log_dir: str) -> list[str]:
+    """Return the sorted ``*monitor.csv`` files of the run in ``log_dir``.
+
+    ``log_dir`` is a run's own directory, or a ``--log-dir`` that main.py put exactly one run
+    under (``<log-dir>/<algo>/<env>_seed<seed>/``). Evaluation files (``eval/``) are not training
+    episodes and are left out. Raises ``LogError`` if the dir does not exist, holds no monitor
+    files, or holds several runs (they are to be named one by one).
+    """
+    if not os.path.isdir(log_dir):
+        raise LogError(f"run directory not found: {log_dir}")
+    files = sorted(glob.glob(os.path.join(glob.escape(log_dir), MONITOR_PATTERN)))
+    if not files:
+        below = glob.glob(os.path.join(glob.escape(log_dir), "**", MONITOR_PATTERN),
+                          recursive=True)
+        runs = sorted({os.path.dirname(f) for f in below
+                       if os.path.basename(os.path.dirname(f)) != "eval"})
+        if len(runs) > 1:
+            raise LogError(f"{log_dir} holds several runs: {', '.join(runs)}; name one, or "
+                             "join them with commas for a mean and band")
+        files = sorted(f for f in below if runs and os.path.dirname(f) == runs[0])
+    files = [f for f in files if os.path.isfile(f)]
+    if not files:
+        raise LogError(f"no *.monitor.csv files in {log_dir}")
+    return files
+
+
+def read_monitor_file(path: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
+    """Read one monitor CSV.
+
+    Returns ``(header, r, l, t_abs)`` where ``header`` is the JSON dict from
+    the first line and ``t_abs = t_start + t`` is absolute wall time, so that
+    files of different ranks can be merged chronologically.
+    """
+    try:
+        with open(path, newline="") as fh:
+            first = fh.readline()
+            if not first.startswith("#"):
+                raise LogError(f"not a monitor file (missing '#' JSON header): {path}")
+            try:
+                header = json.loads(first[1:])
+            except json.JSONDecodeError as e:
+                raise LogError(f"bad JSON header in {path}: {e}") from None
+            reader = csv.DictReader(fh)
+            missing = {"r", "l", "t"} - set(reader.fieldnames or [])
+            if missing:
+                raise LogError(f"monitor file {path} lacks column(s) {sorted(missing)}")
+            r, l, t = [], [], []
+            for row in reader:
+                if not row or row.get("r") in (None, ""):
+                    continue  # blank / truncated trailing line
+                r.append(float(row["r"]))
+                l.append(float(row["l"]))
+                t.append(float(row["t"]))
+    except OSError as e:
+        raise LogError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise LogError(f"bad number in {path}: {e}") from None
+    t_start = float(header.get("t_start", 0.0) or 0.0)
+    return header, np.asarray(r), np.asarray(l), np.asarray(t) + t_start
+
+
+def load_run(log_dir: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """Load all monitor files of one run (one seed) from ``log_dir``.
+
+    Episodes from all ranks are merged in order of absolute wall time
+    (``t_start + t``; ties keep file order). Returns ``(steps, returns,
+    env_id)``: ``steps[i]`` is the cumulative env steps (sum of episode
+    lengths over all envs) at the end of the i-th finished episode,
+    ``returns[i]`` its return, and ``env_id`` the id from the monitor headers
+    (``"unknown"`` if absent).
+
+    Raises ``LogError`` for a missing dir, no monitor files, or no finished
+    episodes.
+    """
+    rs, ls, ts, env_ids = [], [], [], []
+    for path in monitor_files(log_dir):
+        header, r, l, t = read_monitor_file(path)
+        env_ids.append(header.get("env_id") or UNKNOWN_ENV)
+        rs.append(r)
+        ls.append(l)
+        ts.append(t)
+    r = np.concatenate(rs)
+    l = np.concatenate(ls)
+    t = np.concatenate(ts)
+    if r.size == 0:
+        raise LogError(f"no finished episodes in monitor files of {log_dir}")
+    distinct = list(OrderedDict.fromkeys(env_ids))
+    if len(distinct) > 1:
+        print(
+            f"warning: {log_dir} mixes env ids {distinct}; using {distinct[0]}",
+            file=sys.stderr,
+        )
+    order = np.argsort(t, kind="stable")
+    steps = np.cumsum(l[order])
+    return steps, r[order], str(distinct[0])

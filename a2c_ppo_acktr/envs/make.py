@@ -10,6 +10,7 @@ from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.single import _env_spec, _is_atari, check_env_kwargs, make_env
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnvWrapper, _num_cpus
+from a2c_ppo_acktr.errors import ConfigError
 
 VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 _announced = set()
@@ -37,16 +38,16 @@ def _announce(env_name: str, kind: str) -> None:
 def _check_backend(kind: str, spec: EnvSpec, env_name: str, render_mode: str | None,
                    num_envs: int) -> None:
     if kind.startswith("ale") and not _is_atari(spec):
-        raise ValueError(f"--vec-env {kind} runs Atari ids only, not {env_name}")
+        raise ConfigError(f"--vec-env {kind} runs Atari ids only, not {env_name}")
     if kind.startswith("ale") and not ale_vector_available():
-        raise ValueError(f"--vec-env {kind} needs ale-py >= 0.11 (AtariVectorEnv)")
+        raise ConfigError(f"--vec-env {kind} needs ale-py >= 0.11 (AtariVectorEnv)")
     if kind == "ale-pipelined" and num_envs % 2:
-        raise ValueError(f"--vec-env ale-pipelined steps two halves: --num-processes {num_envs} "
+        raise ConfigError(f"--vec-env ale-pipelined steps two halves: --num-processes {num_envs} "
                          "is not even")
     if kind == "native" and not has_native(spec):
-        raise ValueError(f"--vec-env native: {env_name} has no vector entry point")
+        raise ConfigError(f"--vec-env native: {env_name} has no vector entry point")
     if render_mode is not None:
-        raise ValueError(f"--vec-env {kind} does not render; use --vec-env dummy")
+        raise ConfigError(f"--vec-env {kind} does not render; use --vec-env dummy")
 
 
 def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | None,
@@ -77,7 +78,7 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
     always ends the learner's episode there.
     """
     if vec_env not in VEC_ENV_KINDS:
-        raise ValueError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
+        raise ConfigError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
     spec = _env_spec(env_name)
     if vec_env == "auto":
         vec_env = _auto_vec_env(spec, num_processes, render_mode)

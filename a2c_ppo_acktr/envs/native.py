@@ -15,6 +15,7 @@ from gymnasium.vector import AutoresetMode
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
 from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult
+from a2c_ppo_acktr.errors import ConfigError
 
 
 def _reset_cartpole(env: CartPoleVectorEnv, done: np.ndarray, obs: np.ndarray) -> None:
@@ -47,12 +48,12 @@ class NativeVecEnv(BatchedVecEnv):
             self.env = gym.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point",
                                     **(env_kwargs or {}))
         except (gym.error.Error, ImportError, TypeError) as e:
-            raise ValueError(f"--vec-env native cannot run {env_id}: {str(e).splitlines()[0]}") from None
+            raise ConfigError(f"--vec-env native cannot run {env_id}: {str(e).splitlines()[0]}") from None
         mode = self.env.metadata.get("autoreset_mode")
         self._reset_done = _SAME_STEP_RESETS.get(type(self.env.unwrapped))
         if mode != AutoresetMode.SAME_STEP and self._reset_done is None:
             self.env.close()
-            raise ValueError(f"--vec-env native: {env_id}'s vector env resets in {mode} mode and "
+            raise ConfigError(f"--vec-env native: {env_id}'s vector env resets in {mode} mode and "
                              "we know no same-step reset for it; use --vec-env dummy")
         self.num_envs = num_envs
         self.observation_space = self.env.single_observation_space

@@ -24,6 +24,7 @@ from a2c_ppo_acktr.envs.vec_env import (
     _step_block,
 )
 
+
 def _shared_layout(n, observation_space, action_space):
     """Byte layout of the shared buffer: name -> (dtype, shape, offset); plus the total size."""
     fields = [("obs", observation_space.dtype, observation_space.shape),

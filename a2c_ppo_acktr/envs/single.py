@@ -1,7 +1,6 @@
 """One env: ``gym.make`` plus Monitor, DeepMind Atari preprocessing, CHW images and seeding."""
 import difflib
 import importlib
-import json
 import os
 import warnings
 from collections.abc import Callable
@@ -21,6 +20,9 @@ from stable_baselines3.common.atari_wrappers import (
     WarpFrame,
 )
 from stable_baselines3.common.monitor import Monitor
+
+from a2c_ppo_acktr.envs.episodes import monitor_t_start
+from a2c_ppo_acktr.errors import ConfigError
 
 _ale_registered = False
 
@@ -53,7 +55,7 @@ def _env_spec(env_id: str) -> EnvSpec:
         try:
             importlib.import_module(module)
         except ImportError as e:
-            raise ValueError(f"cannot import {module!r}, named in the env id {module}:{env_id} to "
+            raise ConfigError(f"cannot import {module!r}, named in the env id {module}:{env_id} to "
                              f"register it: {e}") from None
     for attempt in range(2):
         try:
@@ -64,7 +66,7 @@ def _env_spec(env_id: str) -> EnvSpec:
                 _register_own()
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise ValueError(f"unknown env id {env_id!r}{hint}")
+    raise ConfigError(f"unknown env id {env_id!r}{hint}")
 
 
 def check_env_id(env_id: str) -> None:
@@ -93,7 +95,7 @@ def _vector_observations(env: gym.Env, env_id: str, announce: bool) -> gym.Env:
     if isinstance(space, _FLAT_LEAVES) and not isinstance(space, spaces.Discrete):
         return env
     if not _flattenable(space):
-        raise ValueError(f"{env_id} has observations {space}, which are not supported: expected "
+        raise ConfigError(f"{env_id} has observations {space}, which are not supported: expected "
                          "Box, Discrete, MultiDiscrete, MultiBinary, or Dict / Tuple of them")
     env = FlattenObservation(env)
     if announce and env_id not in _announced:
@@ -134,15 +136,6 @@ class SeedFirstReset(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
 
-def _monitor_t_start(path: str) -> float | None:
-    """``t_start`` in the JSON header of an existing monitor file, or None."""
-    try:
-        with open(path) as f:
-            return float(json.loads(f.readline()[1:])["t_start"])
-    except (OSError, ValueError, KeyError):
-        return None
-
-
 def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early_resets: bool,
              render_mode: str | None = None, monitor_append: bool = False,
              env_kwargs: dict | None = None) -> Callable[[], gym.Env]:
@@ -171,7 +164,7 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
             except TypeError as e:
                 if "render_mode" not in str(e) or not asked:
                     raise
-                raise ValueError(f"{env_id} cannot render: its constructor takes no "
+                raise ConfigError(f"{env_id} cannot render: its constructor takes no "
                                  "render_mode") from None
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -182,7 +175,7 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
         if log_dir is not None:
             # Inside EpisodicLife, so the CSV holds whole games with raw (unclipped) rewards.
             filename = os.path.join(log_dir, str(rank))
-            t_start = _monitor_t_start(filename + ".monitor.csv") if monitor_append else None
+            t_start = monitor_t_start(filename + ".monitor.csv") if monitor_append else None
             env = Monitor(env, filename, allow_early_resets=allow_early_resets,
                           override_existing=not monitor_append)
             if t_start is not None:
@@ -209,4 +202,4 @@ def check_env_kwargs(env_id: str, env_kwargs: dict) -> None:
     try:
         gym.make(env_id, **env_kwargs).close()
     except (TypeError, ValueError) as e:  # TypeError: unknown key; ValueError: rejected value
-        raise ValueError(f"{env_id} rejects env kwargs {env_kwargs}: {str(e).splitlines()[0]}") from None
+        raise ConfigError(f"{env_id} rejects env kwargs {env_kwargs}: {str(e).splitlines()[0]}") from None

@@ -25,6 +25,8 @@ from typing import NoReturn, Protocol
 import gymnasium as gym
 import numpy as np
 
+from a2c_ppo_acktr.errors import ConfigError
+
 # What ``step`` / ``recv`` of a numpy vector env return: obs (N, *obs_shape), rewards (N,) f32,
 # terminated (N,) bool, truncated (N,) bool, infos (N dicts).
 StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]
@@ -154,7 +156,7 @@ class BatchedVecEnv:
         return [None] * self.num_envs
 
     def render(self) -> NoReturn:
-        raise ValueError(f"--vec-env {self.kind} does not render; enjoy.py uses --vec-env dummy")
+        raise ConfigError(f"--vec-env {self.kind} does not render; enjoy.py uses --vec-env dummy")
 
 
 class VecEnvWrapper:

@@ -13,8 +13,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from a2c_ppo_acktr.realtime.env import (DEFAULT_CONFIG, RealTimeEnv, RealTimeGymInterface,
-                                        merge_config)
+from a2c_ppo_acktr.realtime.env import (
+    DEFAULT_CONFIG,
+    RealTimeEnv,
+    RealTimeGymInterface,
+    merge_config,
+)
 
 ENV_ID = "RealTimeDrone-v0"
 

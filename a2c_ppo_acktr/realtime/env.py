@@ -25,6 +25,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from a2c_ppo_acktr.errors import ConfigError
+
 __all__ = ["RealTimeGymInterface", "DEFAULT_CONFIG", "merge_config", "RealTimeEnv",
            "BENCHMARK_KEYS", "mean_benchmarks"]
 
@@ -87,17 +89,17 @@ def merge_config(config: Mapping | None = None, base: Mapping = DEFAULT_CONFIG) 
     config = dict(config or {})
     unknown = sorted(set(config) - set(base))
     if unknown:
-        raise ValueError(f"unknown real-time config key(s) {', '.join(map(repr, unknown))}; "
+        raise ConfigError(f"unknown real-time config key(s) {', '.join(map(repr, unknown))}; "
                          f"accepted: {', '.join(base)}")
     merged = {**base, **config}
     if not merged["time_step_duration"] > 0:
-        raise ValueError("time_step_duration must be > 0")
+        raise ConfigError("time_step_duration must be > 0")
     if not 0 <= merged["start_obs_capture"] <= merged["time_step_duration"]:
-        raise ValueError("start_obs_capture must lie in [0, time_step_duration]")
+        raise ConfigError("start_obs_capture must lie in [0, time_step_duration]")
     if merged["ep_max_length"] < 1 or merged["act_buf_len"] < 0:
-        raise ValueError("ep_max_length must be >= 1 and act_buf_len >= 0")
+        raise ConfigError("ep_max_length must be >= 1 and act_buf_len >= 0")
     if not 0 < merged["benchmark_polyak"] <= 1:
-        raise ValueError("benchmark_polyak must lie in (0, 1]")
+        raise ConfigError("benchmark_polyak must lie in (0, 1]")
     return merged
 
 

@@ -5,14 +5,14 @@ import tempfile
 
 import numpy as np
 
-from a2c_ppo_acktr.checkpoint import (
+from a2c_ppo_acktr.envs import make_vec_envs
+from a2c_ppo_acktr.evaluation import run_episodes
+from a2c_ppo_acktr.run.checkpoint import (
     CheckpointError,
     build_policy,
     history,
     load_policy_checkpoint,
 )
-from a2c_ppo_acktr.envs import make_vec_envs
-from a2c_ppo_acktr.evaluation import run_episodes
 
 
 def evaluate_history(directory: str, num_episodes: int = 10, seed: int = 1000,

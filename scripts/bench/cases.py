@@ -1,6 +1,6 @@
 """The speed cases of issue #2: hyper-parameters shared by ours and stable-baselines3.
 
-``scripts/bench_fps.py`` times whole training runs of them, ``scripts/bench_ceiling.py`` the
+``scripts/bench/fps.py`` times whole training runs of them, ``scripts/bench/ceiling.py`` the
 parts of them that no implementation can skip.
 """
 CASES = {

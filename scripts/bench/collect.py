@@ -1,8 +1,8 @@
 """Rollout collection alone (``rollout.collect_rollout``: policy forward + env steps + storage,
 no update) with the CNN policy on Atari, for two ``--vec-env`` kinds in alternating rounds.
 
-    python scripts/bench_collect.py                                   # ale vs ale-pipelined
-    python scripts/bench_collect.py --kinds ale dummy --num-envs 8 --rounds 5 --torch-threads 1
+    python scripts/bench/collect.py                                   # ale vs ale-pipelined
+    python scripts/bench/collect.py --kinds ale dummy --num-envs 8 --rounds 5 --torch-threads 1
 
 Reports env steps/s of collection per kind (median over rounds) and the ratio of the first two.
 """

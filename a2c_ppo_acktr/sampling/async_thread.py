@@ -14,7 +14,8 @@ waits on pipes, so the two threads overlap (``scripts/bench_async.py`` measures 
 import copy
 import queue
 import threading
-from typing import Any, Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import Any, NamedTuple, Optional
 
 import torch
 

@@ -3,7 +3,7 @@ import signal
 import sys
 import threading
 
-from a2c_ppo_acktr.arguments import program
+from a2c_ppo_acktr.errors import program
 
 
 class StopRequest:

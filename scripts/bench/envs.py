@@ -9,15 +9,15 @@ actions in): ``stack_<kind>`` for each ``--vec-env`` kind, and ``ale_alone``, AL
 the impls (the machine's speed drifts). Reports the median steps/s (env steps, i.e. vector steps
 x num_envs), start-up time and the worker processes' summed peak RSS and PSS, read from /proc.
 
-    python scripts/bench_envs.py                       # CartPole-v1 and HalfCheetah-v5, 8 envs
-    python scripts/bench_envs.py --env-ids PongNoFrameskip-v4 --impls stack_ale ale_alone
-    python scripts/bench_envs.py --env-ids CartPole-v1 --impls stack_native stack_dummy
-    python scripts/bench_envs.py --env-ids HalfCheetah-v5 Hopper-v5 --impls ours_shmem gym_async
+    python scripts/bench/envs.py                       # CartPole-v1 and HalfCheetah-v5, 8 envs
+    python scripts/bench/envs.py --env-ids PongNoFrameskip-v4 --impls stack_ale ale_alone
+    python scripts/bench/envs.py --env-ids CartPole-v1 --impls stack_native stack_dummy
+    python scripts/bench/envs.py --env-ids HalfCheetah-v5 Hopper-v5 --impls ours_shmem gym_async
     # EnvPool (pip install envpool; cp311 wheels up to 1.2.5) in a venv of its own:
     python -m venv venv-envpool && venv-envpool/bin/pip install -r requirements-dev.txt envpool
-    venv-envpool/bin/python scripts/bench_envs.py --env-ids Hopper-v5 --impls ours_shmem envpool
+    venv-envpool/bin/python scripts/bench/envs.py --env-ids Hopper-v5 --impls ours_shmem envpool
 
-``scripts/bench_fps.py`` runs it for its case (e).
+``scripts/bench/fps.py`` runs it for its case (e).
 """
 import argparse
 import json
@@ -51,7 +51,7 @@ def _ale_alone(env_id, env_fns):
 
 def _envpool(env_id, env_fns):
     """EnvPool's own C++ envs (same-step autoreset is not one of its modes: numpy, its defaults)."""
-    import envpool  # a separate venv: scripts/bench_envs.py's docstring
+    import envpool  # a separate venv: scripts/bench/envs.py's docstring
     return envpool.make_gymnasium(env_id, num_envs=len(env_fns)), None
 
 

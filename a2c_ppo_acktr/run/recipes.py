@@ -2,7 +2,7 @@
 
 One place for ``scripts/benchmark.py`` and the commands in docs/results.md. A recipe holds every
 flag except ``--env-name``, ``--num-env-steps``, ``--seed`` and the output directories.
-``python -m a2c_ppo_acktr.recipes HalfCheetah-v5 tuned`` prints the full command.
+``python -m a2c_ppo_acktr.run.recipes HalfCheetah-v5 tuned`` prints the full command.
 
 The tuned HalfCheetah and Ant recipes follow Tianshou's MuJoCo PPO example
 (examples/mujoco/mujoco_ppo.py): 2048 steps per update from many envs at once, minibatches of 64,

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from a2c_ppo_acktr.checkpoint import run_paths
 from a2c_ppo_acktr.envs import (
     Normalizer,
     check_env_kwargs,
@@ -22,8 +21,8 @@ from a2c_ppo_acktr.envs import (
 )
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.workers import (
+from a2c_ppo_acktr.run.checkpoint import run_paths
+from a2c_ppo_acktr.sampling.ray_actors import (
     FIELDS,
     MAX_FAILURES,
     START_TIMEOUT,
@@ -33,6 +32,7 @@ from a2c_ppo_acktr.workers import (
     import_ray,
     unpack_frames,
 )
+from a2c_ppo_acktr.storage import RolloutStorage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # uploaded to a Ray cluster
 

@@ -1,6 +1,6 @@
 """What a run is made of: its envs, policy, agent and GAIL discriminator, restored from its
-checkpoint on --resume, and the collector that samples for it. Bad input ends in ``fail`` with
-one line, the envs closed."""
+checkpoint on --resume, and the collector that samples for it. Bad input raises a
+``ConfigError`` or ``CheckpointError`` with one line, the envs closed."""
 import functools
 import os
 from typing import Any, Optional
@@ -9,14 +9,14 @@ import torch
 
 from a2c_ppo_acktr import algo
 from a2c_ppo_acktr.algo import gail
-from a2c_ppo_acktr.arguments import fail
-from a2c_ppo_acktr.checkpoint import CheckpointError, RunPaths, check_checkpoint
-from a2c_ppo_acktr.distributed import DDP, DDPCollector
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.model import Policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.sampler import AsyncCollector
+from a2c_ppo_acktr.run.checkpoint import RunPaths, check_checkpoint
+from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
+from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
 
 DEFAULT_THREADS = torch.get_num_threads()
 
@@ -58,7 +58,7 @@ def make_gail(args, envs, device):
 
 
 def restore(args, paths, resumed: dict, envs, actor_critic, agent, discr) -> None:
-    """Load the checkpoint ``resumed`` into the run; ``fail`` if it does not fit."""
+    """Load the checkpoint ``resumed`` into the run; ``CheckpointError`` if it does not fit."""
     try:
         check_checkpoint(resumed, paths.checkpoint, args.env_name, envs.observation_space.shape,
                          envs.action_space)
@@ -69,7 +69,7 @@ def restore(args, paths, resumed: dict, envs, actor_critic, agent, discr) -> Non
                 raise CheckpointError(f"{paths.checkpoint} was trained without --gail")
             discr.load_full_state_dict(resumed["gail"])
     except (CheckpointError, RuntimeError, ValueError, KeyError) as e:
-        fail(f"--resume: {str(e).splitlines()[0]}")
+        raise CheckpointError(f"--resume: {str(e).splitlines()[0]}") from None
     if resumed["obs_rms"] is not None:
         get_vec_normalize(envs).load_state_dict(resumed["obs_rms"])
     torch.set_rng_state(resumed["torch_rng"])
@@ -77,12 +77,12 @@ def restore(args, paths, resumed: dict, envs, actor_critic, agent, discr) -> Non
 
 def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
     """The run's envs, policy, agent and GAIL discriminator (restored from ``resumed``); bad input
-    ends in ``fail``, with the envs closed."""
+    raises ``ConfigError`` (or ``CheckpointError``), with the envs closed."""
     env_steps = resumed["env_steps"] if resumed else 0
     try:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
         if args.num_workers:  # Ray actors sample; they look like one vector env of N * P envs
-            from a2c_ppo_acktr.worker_group import WorkerGroup
+            from a2c_ppo_acktr.sampling.ray_learner import WorkerGroup
             envs = WorkerGroup(args, paths.log_dir, env_steps, resumed=bool(resumed))
         else:
             envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
@@ -90,7 +90,7 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
                                  monitor_append=bool(resumed), env_kwargs=args.env_kwargs,
                                  first_rank=rank * args.num_processes)
     except (ValueError, ImportError) as e:  # unknown env id (with suggestions), bad env kwargs,
-        fail(str(e))                        # unsupported observations, no Ray, ...
+        raise ConfigError(str(e)) from None  # unsupported observations, no Ray, ...
     try:
         # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
         # on image batches do gain (docs/benchmarks.md, "Measured code choices").
@@ -102,9 +102,12 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
             discr, expert_loader = make_gail(args, envs, device)
         if resumed:
             restore(args, paths, resumed, envs, actor_critic, agent, discr)
+    except CheckpointError:
+        envs.close()
+        raise
     except ValueError as e:  # spaces the policy does not handle, GailError
         envs.close()
-        fail(str(e))
+        raise ConfigError(str(e)) from None
     except BaseException:
         envs.close()
         raise
@@ -123,7 +126,7 @@ def build_collector(args, paths: RunPaths, envs: Any, actor_critic: Policy, devi
                                     device=device, env_kwargs=args.env_kwargs)
     common = (args.num_steps, args.use_proper_time_limits, device)
     if args.num_workers:
-        from a2c_ppo_acktr.worker_group import RayCollector  # Ray is optional
+        from a2c_ppo_acktr.sampling.ray_learner import RayCollector  # Ray is optional
         return RayCollector(envs, actor_critic, *common, evaluate_fn)
     if ddp is not None:
         return DDPCollector(ddp, envs, actor_critic, *common, evaluate_fn)

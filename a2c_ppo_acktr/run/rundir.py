@@ -4,15 +4,15 @@ import csv
 import glob
 import os
 
-from a2c_ppo_acktr.arguments import fail
-from a2c_ppo_acktr.checkpoint import (
+from a2c_ppo_acktr.envs.episodes import monitor_t_start
+from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.run.checkpoint import (
     RunPaths,
     env_file_name,
     history,
     history_path,
-    remove_stale_temporaries,
 )
-from a2c_ppo_acktr.envs.single import _monitor_t_start
+from a2c_ppo_acktr.utils import remove_stale_temporaries
 
 # What a run writes into its log directory (eval/ included); --overwrite removes these only.
 RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", os.path.join("tb", "events.out.*"),
@@ -20,14 +20,16 @@ RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", os.path.join("tb", 
 
 
 def _check_dir(path: str, flag: str) -> None:
-    """``fail`` unless ``path`` is, or can be created as, a directory this process may write."""
+    """``ConfigError`` unless ``path`` is, or can be created as, a directory this process may write."""
     existing = path
     while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
         existing = os.path.dirname(existing) or "."
     if not os.path.isdir(existing):
-        fail(f"{flag} cannot hold the run's files at {path}: {existing} is a file, not a directory")
+        raise ConfigError(f"{flag} cannot hold the run's files at {path}: {existing} is a file, "
+                          "not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
-        fail(f"{flag} cannot hold the run's files at {path}: {existing} is not writable")
+        raise ConfigError(f"{flag} cannot hold the run's files at {path}: {existing} is not "
+                          "writable")
 
 
 def _run_files(log_dir):
@@ -44,7 +46,7 @@ def _history_files(paths: RunPaths) -> list:
 
 
 def check_run(args, paths: RunPaths) -> None:
-    """``fail`` unless the run can start: its directories writable, a checkpoint for --resume, and
+    """``ConfigError`` unless the run can start: its directories writable, a checkpoint for --resume, and
     no other run of the same algo, env and seed replaced without --overwrite."""
     _check_dir(paths.log_dir, "--log-dir")
     if paths.checkpoint is not None:
@@ -56,13 +58,14 @@ def check_run(args, paths: RunPaths) -> None:
                                env_file_name(args.env_name) + ".pt")
             hint = (f" ({old} is a run saved under the original's name: rename it to resume it)"
                     if paths.checkpoint and os.path.isfile(old) else "")
-            fail(f"--resume: no checkpoint at {paths.checkpoint}{hint}; start a new run without "
-                 "--resume")
+            raise ConfigError(f"--resume: no checkpoint at {paths.checkpoint}{hint}; start a new "
+                              "run without --resume")
     elif not args.overwrite and (saved or _history_files(paths) or glob.glob(
             os.path.join(glob.escape(paths.log_dir), "*.monitor.csv"))):
-        fail(f"{paths.checkpoint if saved else paths.log_dir} already holds a run of --algo "
-             f"{args.algo} on {args.env_name} with --seed {args.seed}; pass --resume to continue "
-             "it or --overwrite to replace it (another --seed starts a run beside it)")
+        raise ConfigError(f"{paths.checkpoint if saved else paths.log_dir} already holds a run "
+                          f"of --algo {args.algo} on {args.env_name} with --seed {args.seed}; "
+                          "pass --resume to continue it or --overwrite to replace it (another "
+                          "--seed starts a run beside it)")
 
 
 def _rewrite_kept(path: str, head: int, keep) -> int:
@@ -93,18 +96,18 @@ def drop_rows_after(log_dir: str, checkpoint: dict) -> int:
     dropped = 0
     for path in _run_files(log_dir):
         if path.endswith(".monitor.csv") and saved_at is not None:  # older checkpoints lack it
-            t_start = _monitor_t_start(path)
+            t_start = monitor_t_start(path)
             if t_start is None:  # not a monitor file this run can read: left alone
                 continue
             # rows are r,l,t with t seconds after the header's t_start
-            dropped += _rewrite_kept(path, 2, lambda line: t_start + float(
+            dropped += _rewrite_kept(path, 2, lambda line, t0=t_start: t0 + float(
                 line.rsplit(",", 1)[1]) <= saved_at)
         elif os.path.basename(path) in ("progress.csv", "eval.csv"):
             with open(path, newline="") as f:
                 header = next(csv.reader(f), [])
             if "timesteps" in header:
                 col = header.index("timesteps")
-                dropped += _rewrite_kept(path, 1, lambda line: int(float(
+                dropped += _rewrite_kept(path, 1, lambda line, col=col: int(float(
                     next(csv.reader([line]))[col])) <= steps)
     return dropped
 
@@ -128,7 +131,7 @@ def make_run_dirs(args, paths: RunPaths, resumed: dict | None) -> list:
             os.makedirs(directory, exist_ok=True)
         except OSError as e:
             abandon(paths, created, resumed=True)
-            fail(f"cannot create {directory}: {e.strerror or e}")
+            raise ConfigError(f"cannot create {directory}: {e.strerror or e}") from None
         created.extend(reversed(new))
     if not resumed:
         for f in _run_files(paths.log_dir) + _history_files(paths):

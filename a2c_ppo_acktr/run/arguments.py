@@ -9,11 +9,12 @@ from typing import Optional
 
 import torch
 
+from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 from a2c_ppo_acktr.algo.ppo import ADVANTAGE_NORMS
+from a2c_ppo_acktr.errors import program
 from a2c_ppo_acktr.model import ACTIVATIONS, INITS
 
-ALGOS = ("a2c", "ppo", "acktr")
 VEC_ENVS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 
 
@@ -22,7 +23,7 @@ def _count(text):
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}")
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
     if value != int(value):
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
     return int(value)
@@ -134,7 +135,7 @@ def build_parser():
     p.add_argument("--check-rollouts", action="store_true", default=False,
                    help="debug: workers also send a checksum of each rollout as they saw it and "
                    "the learner checks the one it rebuilt against it")
-    # Network and PPO-loss options of tuned recipes (a2c_ppo_acktr/recipes.py); the defaults are
+    # Network and PPO-loss options of tuned recipes (a2c_ppo_acktr/run/recipes.py); the defaults are
     # the original's.
     g = p.add_argument_group("network and loss options")
     g.add_argument("--hidden-size", type=_count, default=None,
@@ -188,11 +189,6 @@ def parse_env_kwargs(pairs):
             fail(f"--env-kwargs gives {key!r} twice")
         kwargs[key] = _literal(value)
     return kwargs
-
-
-def program() -> str:
-    """The running script's name, for the first word of its error lines."""
-    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "main.py"
 
 
 def fail(message, prog=None):

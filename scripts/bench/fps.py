@@ -1,16 +1,16 @@
 """Training throughput: ours vs stable-baselines3 on identical settings, side by side.
 
-    python scripts/bench_fps.py                 # all cases, seeds 1 and 2
-    python scripts/bench_fps.py --cases a b --seeds 1 2 3
-    python scripts/bench_fps.py --cases a c --against async   # ours: sync vs --async-rollouts
-    python scripts/bench_fps.py --cases c --against async --vec-env shmem
+    python scripts/bench/fps.py                 # all cases, seeds 1 and 2
+    python scripts/bench/fps.py --cases a b --seeds 1 2 3
+    python scripts/bench/fps.py --cases a c --against async   # ours: sync vs --async-rollouts
+    python scripts/bench/fps.py --cases c --against async --vec-env shmem
 
 Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and
 SB3 seed by seed so that machine noise hits both alike. Reported: env-steps/s (wall time of
 env creation + model creation + training; the imports are done before the clock starts), peak
 RSS of the process and its children, the ratio ours / SB3, and the mean return of the last 20
 training episodes of each run (so that ``--seeds 1 2 3`` also compares what was learned at
-equal env steps). Case (e), raw vector-env stepping, comes from ``scripts/bench_envs.py``.
+equal env steps). Case (e), raw vector-env stepping, comes from ``scripts/bench/envs.py``.
 ``--against async`` compares our synchronous loop with ``--async-rollouts`` (same settings,
 alternating the same way) instead of with SB3.
 
@@ -37,8 +37,8 @@ import sys
 import tempfile
 import time
 
-from a2c_ppo_acktr.curves import load_run
-from a2c_ppo_acktr.speed_cases import CASES
+from a2c_ppo_acktr.envs.episodes import load_run
+from cases import CASES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

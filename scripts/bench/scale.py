@@ -1,10 +1,10 @@
 """Scale-out on this machine: PPO env-steps/s with 0, 1, 2 Ray workers and 1, 2 DDP ranks, the
 per-update costs of the Ray workers, the DDP gradient all-reduce, and rollout bytes per env step.
 
-    python scripts/bench_scale.py                 # everything (about 15 minutes on 2 cores)
-    python scripts/bench_scale.py --only fps --env CartPole-v1
-    python scripts/bench_scale.py --only bytes    # Atari rollout payload, packed and not
-    python scripts/bench_scale.py --only allreduce
+    python scripts/bench/scale.py                 # everything (about 15 minutes on 2 cores)
+    python scripts/bench/scale.py --only fps --env CartPole-v1
+    python scripts/bench/scale.py --only bytes    # Atari rollout payload, packed and not
+    python scripts/bench/scale.py --only allreduce
 
 Each training run is a fresh ``main.py`` process (``torchrun`` for DDP) with the same total batch
 (envs x steps per update) split over the workers / ranks. fps is main.py's own figure (env steps
@@ -78,8 +78,8 @@ def bench_bytes(env="PongNoFrameskip-v4", num_processes=8, num_steps=128):
     """Payload of one Atari rollout from a worker (run here, without Ray), packed and not."""
     import torch
 
-    from a2c_ppo_acktr import workers
-    from a2c_ppo_acktr.arguments import get_args
+    from a2c_ppo_acktr.run.arguments import get_args
+    from a2c_ppo_acktr.sampling import ray_actors as workers
 
     args = get_args(["--env-name", env, "--num-processes", str(num_processes), "--num-steps",
                      str(num_steps), "--num-workers", "1", "--vec-env", "dummy"])
@@ -101,7 +101,7 @@ def _allreduce_rank(rank, port, hidden, results):
     import torch
     import torch.distributed as dist
 
-    from a2c_ppo_acktr.distributed import DDP
+    from a2c_ppo_acktr.sampling.ddp import DDP
 
     torch.set_num_threads(1)
     os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))

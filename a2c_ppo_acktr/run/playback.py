@@ -1,8 +1,7 @@
 """A policy saved by ``main.py``, played back: its checkpoint found and checked, its env rebuilt,
 the policy loaded. Shared by ``enjoy.py`` and ``gail_experts/generate.py``.
 
-Bad input is one line on stderr and exit status 2 (``arguments.fail``), under the caller's
-program name ``prog``.
+Bad input raises ``CheckpointError`` or ``ConfigError`` with one line, for the caller to show.
 """
 import argparse
 import contextlib
@@ -11,10 +10,10 @@ from collections.abc import Iterator
 
 import gymnasium as gym
 
-from a2c_ppo_acktr import checkpoint
-from a2c_ppo_acktr.arguments import ALGOS, fail
+from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.envs import VecEnvWrapper, make_vec_envs
-from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.run import checkpoint
 
 
 def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
@@ -31,15 +30,11 @@ def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
                    "checkpoint)")
 
 
-def load(args: argparse.Namespace, prog: str) -> tuple[str, dict]:
+def load(args: argparse.Namespace) -> tuple[str, dict]:
     """The checkpoint that --load-dir, --env-name, --algo and --train-seed designate: its path
     and contents; ``args.env_name`` defaults to its env."""
-    try:
-        path = checkpoint.find_checkpoint(args.load_dir, args.env_name, args.algo,
-                                          args.train_seed)
-        ckpt = checkpoint.load_policy_checkpoint(path, args.env_name)
-    except checkpoint.CheckpointError as e:
-        fail(str(e), prog)
+    path = checkpoint.find_checkpoint(args.load_dir, args.env_name, args.algo, args.train_seed)
+    ckpt = checkpoint.load_policy_checkpoint(path, args.env_name)
     args.env_name = args.env_name or ckpt["env_name"]
     steps = ckpt.get("env_steps")
     print(f"loaded {path}" + (f" ({ckpt.get('algo')}, {steps:,} steps)" if steps else ""))
@@ -47,7 +42,7 @@ def load(args: argparse.Namespace, prog: str) -> tuple[str, dict]:
 
 
 @contextlib.contextmanager
-def play_envs(args: argparse.Namespace, ckpt: dict, prog: str,
+def play_envs(args: argparse.Namespace, ckpt: dict,
               render_mode: str | None = None) -> Iterator[VecEnvWrapper]:
     """One env in this process, built as the run built its envs (the checkpoint's env kwargs),
     seeded ``args.seed + 1000``; closed on exit."""
@@ -57,17 +52,8 @@ def play_envs(args: argparse.Namespace, ckpt: dict, prog: str,
                                  vec_env="dummy", render_mode=render_mode,
                                  env_kwargs=ckpt.get("env_kwargs"))  # older files lack them
         except (ValueError, gym.error.DependencyNotInstalled) as e:
-            fail(str(e), prog)
+            raise ConfigError(str(e)) from None
         try:
             yield envs
         finally:
             envs.close()
-
-
-def build_policy(args: argparse.Namespace, ckpt: dict, path: str, envs: VecEnvWrapper,
-                 prog: str) -> Policy:
-    """``checkpoint.build_policy``, its errors as one line."""
-    try:
-        return checkpoint.build_policy(ckpt, path, envs)
-    except checkpoint.CheckpointError as e:
-        fail(str(e), prog)

@@ -16,21 +16,20 @@ which the entry points turn into their ``fail`` line.
 import glob
 import inspect
 import os
-import tempfile
 import time
 from typing import Any, NamedTuple, Optional
 
 import torch
 
+from a2c_ppo_acktr.errors import CheckpointError
 from a2c_ppo_acktr.evaluation import freeze_normalization
 from a2c_ppo_acktr.model import Policy, policy_kwargs
+from a2c_ppo_acktr.utils import save_atomic
+
+save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain values
 
 # What enjoy.py / generate.py need from a checkpoint to rebuild its policy.
 POLICY_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
-
-
-class CheckpointError(Exception):
-    """A checkpoint that is missing, unreadable, unwritable or belongs to another env; one line."""
 
 
 class RunPaths(NamedTuple):
@@ -67,46 +66,6 @@ def history(directory: str) -> list[tuple[int, str]]:
     found = [(int(name[:-3]), os.path.join(directory, name)) for name in os.listdir(directory)
              if name.endswith(".pt") and name[:-3].isdigit()]
     return sorted(found)
-
-
-def _temp_prefix(path):
-    # Named after the checkpoint, so that start-up removes this run's leftovers only.
-    return f".{os.path.basename(path)}.tmp-"
-
-
-def save_checkpoint(state: dict, path: str) -> None:
-    """Write ``state`` (tensors and plain values only) to ``path`` atomically.
-
-    The data goes to ``.<name>.tmp-XXXX`` in the same directory, which is then renamed over
-    ``path``, so a crash mid-write leaves the previous checkpoint intact. An OSError (disk full,
-    no permission) is a ``CheckpointError``.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=_temp_prefix(path))
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None and os.path.exists(tmp):
-            os.remove(tmp)
-        if isinstance(e, OSError):
-            raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from e
-        raise
-
-
-def remove_stale_temporaries(path: str) -> list:
-    """Delete the temporary files a killed ``save_checkpoint`` of ``path`` left; -> their paths."""
-    pattern = os.path.join(glob.escape(os.path.dirname(os.path.abspath(path))),
-                           glob.escape(_temp_prefix(path)) + "*")
-    stale = glob.glob(pattern)
-    for tmp in stale:
-        os.remove(tmp)
-    return stale
 
 
 def load_checkpoint(path: str, map_location: str = "cpu") -> dict:

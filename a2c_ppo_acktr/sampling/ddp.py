@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 from torch.autograd import Variable
 
-from a2c_ppo_acktr.arguments import fail
 from a2c_ppo_acktr.envs import get_vec_normalize, merge_normalizer, normalizer_delta
+from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -57,16 +57,18 @@ class DDP:
         if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
             return None
         if args.algo == "acktr":
-            fail("--algo acktr cannot run under torchrun: K-FAC's curvature statistics would "
-                 "differ per rank; use a2c or ppo, or Ray workers (--num-workers)")
+            raise ConfigError("--algo acktr cannot run under torchrun: K-FAC's curvature "
+                              "statistics would differ per rank; use a2c or ppo, or Ray workers "
+                              "(--num-workers)")
         if args.num_workers:
-            fail("--num-workers (Ray rollout workers) and torchrun exclude each other: "
-                 "use one or the other")
+            raise ConfigError("--num-workers (Ray rollout workers) and torchrun exclude each "
+                              "other: use one or the other")
         if args.async_rollouts or args.gail:
             # The sampler thread owns the normalizer the ranks merge; GAIL's discriminator would
             # be trained apart on each rank.
-            fail(f"{'--async-rollouts' if args.async_rollouts else '--gail'} cannot run under "
-                 "torchrun; drop it, or use Ray workers (--num-workers)")
+            flag = "--async-rollouts" if args.async_rollouts else "--gail"
+            raise ConfigError(f"{flag} cannot run under torchrun; drop it, or use Ray workers "
+                              "(--num-workers)")
         return cls(args.cuda)
 
     @property
@@ -89,7 +91,7 @@ class DDP:
 
         A hook on each parameter's gradient accumulation queues the all-reduce as a callback of
         the autograd engine, which runs it once the whole backward is done: one collective per
-        backward rather than one per parameter (scripts/bench_scale.py measures both).
+        backward rather than one per parameter (scripts/bench/scale.py measures both).
         """
         for p in module.parameters():
             dist.broadcast(p.data, src=0)

@@ -1,10 +1,10 @@
 """The fastest any torch-eager + gymnasium implementation of a speed case could be, against SB3.
 
-    python scripts/bench_ceiling.py                  # cases a b c, 3 rounds
-    python scripts/bench_ceiling.py --cases a --rounds 5
-    python scripts/bench_ceiling.py --no-sb3         # the parts and the ceiling only
+    python scripts/bench/ceiling.py                  # cases a b c, 3 rounds
+    python scripts/bench/ceiling.py --cases a --rounds 5
+    python scripts/bench/ceiling.py --no-sb3         # the parts and the ceiling only
 
-``scripts/bench_fps.py`` compares whole training runs. This script asks a different question:
+``scripts/bench/fps.py`` compares whole training runs. This script asks a different question:
 what is the ceiling? It times only the work no implementation of the case can skip, each in its
 barest form, and adds them up per env step:
 
@@ -20,7 +20,7 @@ barest form, and adds them up per env step:
 ceiling fps = 1 / (env / N + act / N + update share). Nothing a real trainer needs on top
 (storage, GAE, normalization, monitor files, logging) is counted, so a real run is slower.
 Each round alternates the timing of these parts with one full SB3 run of the case in a fresh
-process (measured by ``scripts/bench_fps.py``), on the same machine; the ratio ceiling / SB3 is
+process (measured by ``scripts/bench/fps.py``), on the same machine; the ratio ceiling / SB3 is
 an upper bound on ours / SB3 for any implementation that keeps gymnasium's per-env Python
 stepping and torch's eager CPU kernels.
 """
@@ -35,7 +35,7 @@ import gymnasium as gym
 import torch
 import torch.nn.functional as F
 
-from a2c_ppo_acktr.speed_cases import CASES
+from cases import CASES
 
 BENCH_FPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_fps.py")
 
@@ -43,7 +43,7 @@ TARGETS = {"a": 3.0, "b": 3.0, "c": 2.0}
 
 
 def sb3_fps(case, seed):
-    """SB3's env-steps/s on ``case``: one run measured by scripts/bench_fps.py (a fresh process)."""
+    """SB3's env-steps/s on ``case``: one run measured by scripts/bench/fps.py (a fresh process)."""
     out = subprocess.run([sys.executable, BENCH_FPS, "--one", "sb3", case, "--seed", str(seed)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.splitlines()[-1])["fps"]

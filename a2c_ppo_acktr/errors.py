@@ -1,0 +1,31 @@
+"""The project's exceptions. Library code raises them with a one-line message; only the entry
+points (``main.py``, ``enjoy.py``, ``scripts/``, ``gail_experts/``) turn them into the line
+``<program>: error: <message>`` and exit status 2."""
+import os
+import sys
+
+
+def program() -> str:
+    """The running script's name, for the first word of the lines it prints about itself."""
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "main.py"
+
+
+class Error(Exception):
+    """Input or state the user has to change; ``str(error)`` is one line that says what and how."""
+
+
+class ConfigError(Error, ValueError):
+    """Settings that cannot run: a value out of range, flags that exclude each other, an env id
+    or space this code does not handle, a run directory that cannot be used."""
+
+
+class CheckpointError(Error):
+    """A checkpoint that is missing, unreadable, unwritable or belongs to another run."""
+
+
+class LogError(Error):
+    """A run's log files (monitor CSVs) missing or unreadable."""
+
+
+class GailError(ConfigError):
+    """GAIL's expert data missing or not matching the env."""

@@ -1,0 +1,128 @@
+"""Learning curves of runs read by ``envs.episodes.load_run``: smoothing, averaging seeds and
+drawing them (``scripts/plot.py``, ``scripts/benchmark.py``). The x-axis is the cumulative number
+of env steps across all of a run's envs."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from a2c_ppo_acktr.run.checkpoint import env_file_name
+
+
+def smooth_curve(y: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average over ``window`` episodes.
+
+    The first ``window - 1`` points average over the episodes available so
+    far, so the output has the same length as ``y``. ``window <= 1`` returns
+    ``y`` unchanged (as float).
+    """
+    y = np.asarray(y, dtype=float)
+    if window <= 1 or y.size == 0:
+        return y.copy()
+    c = np.cumsum(np.insert(y, 0, 0.0))
+    idx = np.arange(1, y.size + 1)
+    lo = np.maximum(idx - window, 0)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def aggregate(
+    runs: list[tuple[np.ndarray, np.ndarray]],
+    num_points: int = 200,
+    smooth: int = 20,
+    band: str = "minmax",
+    xmax: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Aggregate several seeds into a mean curve with a spread band.
+
+    ``runs`` is a list of ``(steps, returns)`` (extra tuple items, e.g. the
+    env id from ``load_run``, are ignored). Each run's returns are smoothed
+    with a ``smooth``-episode trailing moving average, then linearly
+    interpolated onto a common grid of ``num_points`` steps spanning the
+    range covered by *all* runs (max of first steps .. min of last steps, capped
+    at ``xmax``), so no run is extrapolated.
+
+    Returns ``(x, mean, lo, hi)``; ``lo``/``hi`` are the per-point min/max
+    across runs for ``band="minmax"``, ``mean -/+ std`` for ``band="std"``,
+    and equal to ``mean`` for ``band="none"`` or a single run.
+    """
+    if not runs:
+        raise ValueError("aggregate() needs at least one run")
+    if band not in ("minmax", "std", "none"):
+        raise ValueError(f"unknown band {band!r}")
+    curves = []
+    for run in runs:
+        steps, returns = np.asarray(run[0], float), np.asarray(run[1], float)
+        if steps.size == 0:
+            raise ValueError("aggregate() got a run with no episodes")
+        curves.append((steps, smooth_curve(returns, smooth)))
+    start = max(s[0] for s, _ in curves)
+    end = min(s[-1] for s, _ in curves)
+    if xmax is not None:
+        end = min(end, xmax)
+    if end < start:
+        raise ValueError(
+            f"runs do not overlap in env steps (common range {start:g}..{end:g})"
+        )
+    x = np.linspace(start, end, max(int(num_points), 2)) if end > start else np.array([start])
+    ys = np.stack([np.interp(x, s, y) for s, y in curves])
+    mean = ys.mean(axis=0)
+    if band == "minmax":
+        lo, hi = ys.min(axis=0), ys.max(axis=0)
+    elif band == "std":
+        std = ys.std(axis=0)
+        lo, hi = mean - std, mean + std
+    else:
+        lo, hi = mean.copy(), mean.copy()
+    return x, mean, lo, hi
+
+
+BAND_LABEL = {"minmax": "min–max", "std": "±1 std", "none": ""}
+
+
+def plot_curves(
+    curves: list[tuple[str, int | str, tuple]],
+    out_path: str,
+    title: str | None = None,
+    xmax: float | None = None,
+    band: str = "minmax",
+) -> str:
+    """Draw ``curves`` on one axes and save a PNG to ``out_path``.
+
+    ``curves`` is a list of ``(label, n_seeds, (x, mean, lo, hi))``. The
+    legend shows the seed count and, for several seeds, the band type; ``n_seeds``
+    may instead be a text such as ``"5 episodes per checkpoint"`` (a history).
+    Returns ``out_path``.
+    """
+    from matplotlib.figure import Figure  # not pyplot: no backend or display is chosen here
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for label, n, (x, mean, lo, hi) in curves:
+        spread = isinstance(n, str) or n > 1
+        desc = f"{label} ({n}" if isinstance(n, str) else f"{label} (n={n}"
+        if spread and band != "none":
+            desc += f", band: {BAND_LABEL[band]}"
+        desc += ")"
+        (line,) = ax.plot(x, mean, label=desc, linewidth=1.6)
+        if spread and band != "none":
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("episode return")
+    if xmax is not None:
+        ax.set_xlim(left=0, right=xmax)
+    ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 3))
+    ax.grid(True, alpha=0.3)
+    if title:
+        ax.set_title(title)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    parent = os.path.dirname(os.path.abspath(out_path))
+    os.makedirs(parent, exist_ok=True)
+    fig.savefig(out_path, dpi=120)
+    return out_path
+
+
+def env_filename(env_id: str) -> str:
+    """File name for an env id's PNG (``checkpoint.env_file_name``, e.g. ALE_Pong-v5.png)."""
+    return env_file_name(env_id) + ".png"
