@@ -16,7 +16,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from a2c_ppo_acktr import utils
+from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.envs.single import check_env_id
 from a2c_ppo_acktr.errors import CheckpointError, Error, program
 from a2c_ppo_acktr.model import Policy
@@ -45,7 +45,7 @@ class Run:
     lead: bool                  # logs, saves and evaluates (rank 0 under torchrun)
     collector: Collector
     actor_critic: Policy
-    agent: Any                  # algo.PPO or algo.A2C_ACKTR: update(rollouts) -> 3 losses
+    agent: Agent                # algo.PPO or algo.A2C_ACKTR: update(rollouts) -> 3 losses
     discr: Any                  # GAIL's discriminator, or None
     gail: Optional[Callable]    # (rollouts, update) -> stats: the discriminator's rewards
     updates: range              # the updates still to run
@@ -163,10 +163,7 @@ def train(args, run: Run, stop: StopRequest) -> int:
             print(message, file=stream, flush=True)
 
     for j in run.updates:
-        if args.use_linear_lr_decay:  # ACKTR decays K-FAC's own lr (--lr is not used by it)
-            utils.update_linear_schedule(agent.optimizer, j, run.updates.stop,
-                                         agent.optimizer.defaults["lr"] if args.algo == "acktr"
-                                         else args.lr)
+        agent.adjust_lr(j * run.steps_per_update)  # its schedule, e.g. --use-linear-lr-decay
         rollouts = collector.collect(actor_critic)
         # Async: the learner's current weights bootstrap, one update newer than the rollout's
         # value_preds; PPO's clipped value loss needs those old predictions anyway.

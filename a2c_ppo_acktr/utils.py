@@ -1,4 +1,4 @@
-"""Small helpers shared by the modules: layer init, the learning-rate schedule and atomic saves."""
+"""Small helpers shared by the modules: layer init and atomic saves."""
 import glob
 import os
 import tempfile
@@ -18,15 +18,6 @@ def init(module: M, gain: float = 1.0) -> M:
     if module.bias is not None:
         nn.init.constant_(module.bias, 0)
     return module
-
-
-def update_linear_schedule(optimizer: torch.optim.Optimizer, update: int, total_num_updates: int,
-                           initial_lr: float) -> float:
-    """Decay the learning rate linearly from ``initial_lr`` at update 0 to 0 after the last one."""
-    lr = initial_lr - initial_lr * (update / float(total_num_updates))
-    for param_group in optimizer.param_groups:
-        param_group["lr"] = lr
-    return lr
 
 
 def _temp_prefix(path):

@@ -9,7 +9,7 @@ import typing
 
 import pytest
 
-from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, KFACOptimizer
+from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, KFACOptimizer, LinearDecay
 from a2c_ppo_acktr.algo.gail import Discriminator, ExpertDataset
 from a2c_ppo_acktr.envs import (
     DummyVecEnv,
@@ -27,7 +27,6 @@ from a2c_ppo_acktr.envs import (
 from a2c_ppo_acktr.evaluation import evaluate, run_episodes
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.utils import update_linear_schedule
 
 PUBLIC = {
     "Policy.__init__": Policy.__init__,
@@ -67,13 +66,15 @@ PUBLIC = {
     "merge_normalizer": merge_normalizer,
     "evaluate": evaluate,
     "run_episodes": run_episodes,
-    "update_linear_schedule": update_linear_schedule,
+    "LinearDecay.__call__": LinearDecay.__call__,
+    "PPO.adjust_lr": PPO.adjust_lr,
+    "A2C_ACKTR.adjust_lr": A2C_ACKTR.adjust_lr,
 }
 
 MODULES = [
     "a2c_ppo_acktr.model", "a2c_ppo_acktr.storage", "a2c_ppo_acktr.distributions",
     "a2c_ppo_acktr.utils", "a2c_ppo_acktr.evaluation", "a2c_ppo_acktr.run.playback",
-    "curves", "a2c_ppo_acktr.algo.ppo", "a2c_ppo_acktr.algo.a2c_acktr",
+    "curves", "a2c_ppo_acktr.algo.ppo", "a2c_ppo_acktr.algo.a2c_acktr", "a2c_ppo_acktr.algo.agent",
     "a2c_ppo_acktr.algo.kfac", "a2c_ppo_acktr.algo.gail", "a2c_ppo_acktr.envs.make",
     "a2c_ppo_acktr.envs.vec_env", "a2c_ppo_acktr.envs.normalize", "a2c_ppo_acktr.envs.torch_vec",
     "a2c_ppo_acktr.envs.single", "a2c_ppo_acktr.envs.ale", "a2c_ppo_acktr.envs.native",

@@ -1,8 +1,10 @@
-"""One module per algorithm; each agent has ``update(rollouts) -> value_loss, action_loss, dist_entropy``."""
+"""One module per algorithm, each an ``Agent`` (``agent.py``): ``update(rollouts) -> value_loss,
+action_loss, dist_entropy``, ``adjust_lr(env_steps)``, ``optimizer``, ``stats``."""
 from a2c_ppo_acktr.algo.a2c_acktr import A2C_ACKTR
+from a2c_ppo_acktr.algo.agent import Agent, LinearDecay
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
 from a2c_ppo_acktr.algo.ppo import PPO
 
 ALGOS = ("a2c", "ppo", "acktr")  # --algo's names
 
-__all__ = ["ALGOS", "A2C_ACKTR", "KFACOptimizer", "PPO"]
+__all__ = ["ALGOS", "A2C_ACKTR", "PPO", "Agent", "KFACOptimizer", "LinearDecay"]

@@ -3,6 +3,7 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
+from a2c_ppo_acktr.algo.agent import LinearDecay
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -19,12 +20,14 @@ class A2C_ACKTR:
     ``alpha`` and ``max_grad_norm`` are ignored (the KL clip bounds the step instead of gradient
     clipping). Before each step the Fisher statistics are accumulated from the backward pass of
     the sampled Fisher loss ``-E[log pi(a~|s)] - E[(V - (V + noise))^2]`` with actions ``a~``
-    drawn from the current policy and unit Gaussian noise on the values.
+    drawn from the current policy and unit Gaussian noise on the values. ``lr_decay_horizon``:
+    the original's linear decay to 0 at that many env steps (``adjust_lr``).
     """
 
     def __init__(self, actor_critic: Policy, value_loss_coef: float, entropy_coef: float,
                  lr: float | None = None, eps: float | None = None, alpha: float | None = None,
-                 max_grad_norm: float | None = None, acktr: bool = False) -> None:
+                 max_grad_norm: float | None = None, acktr: bool = False,
+                 lr_decay_horizon: int | None = None) -> None:
         self.actor_critic = actor_critic
         self.acktr = acktr
         self.value_loss_coef = value_loss_coef
@@ -37,7 +40,14 @@ class A2C_ACKTR:
             # over them, which costs more than the arithmetic for small networks.
             self.optimizer = optim.RMSprop(actor_critic.parameters(), lr, eps=eps, alpha=alpha,
                                            foreach=True)
+        # ACKTR decays K-FAC's own lr: --lr is not used by it.
+        self.lr_decay = LinearDecay(self.optimizer, lr_decay_horizon) if lr_decay_horizon else None
         self.stats: dict[str, float] = {}
+
+    def adjust_lr(self, env_steps: int) -> None:
+        """The linear decay's step (``lr_decay_horizon``), if any."""
+        if self.lr_decay is not None:
+            self.lr_decay(env_steps)
 
     def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
         """One gradient step on the whole rollout (returns computed); -> value_loss,

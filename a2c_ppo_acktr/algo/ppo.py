@@ -3,6 +3,7 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
+from a2c_ppo_acktr.algo.agent import LinearDecay
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -29,14 +30,16 @@ class PPO:
     ``desired_kl``: after each epoch, the learning rate is divided by 1.5 if that epoch's mean
     ``approx_kl`` exceeded twice ``desired_kl`` and multiplied by 1.5 if it stayed under half of
     it, within [1e-6, 1e-2] (rl_games' adaptive schedule): the step size follows how far the
-    policy moves, not the step budget.
+    policy moves, not the step budget. ``lr_decay_horizon``: the original's linear decay to 0 at
+    that many env steps (``adjust_lr``).
     """
 
     def __init__(self, actor_critic: Policy, clip_param: float, ppo_epoch: int,
                  num_mini_batch: int, value_loss_coef: float, entropy_coef: float,
                  lr: float | None = None, eps: float | None = None,
                  max_grad_norm: float | None = None, use_clipped_value_loss: bool = True,
-                 advantage_norm: str = "batch", desired_kl: float | None = None) -> None:
+                 advantage_norm: str = "batch", desired_kl: float | None = None,
+                 lr_decay_horizon: int | None = None) -> None:
         if advantage_norm not in ADVANTAGE_NORMS:
             raise ConfigError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
                              f"{', '.join(ADVANTAGE_NORMS)}")
@@ -53,7 +56,13 @@ class PPO:
         # fused: one kernel for all parameters instead of a Python loop over them; on CPU the
         # loop's per-tensor overhead is a visible share of a small-MLP update.
         self.optimizer = optim.Adam(actor_critic.parameters(), lr=lr, eps=eps, fused=True)
+        self.lr_decay = LinearDecay(self.optimizer, lr_decay_horizon) if lr_decay_horizon else None
         self.stats: dict[str, float] = {}
+
+    def adjust_lr(self, env_steps: int) -> None:
+        """The linear decay's step (``lr_decay_horizon``); the adaptive one runs in ``update``."""
+        if self.lr_decay is not None:
+            self.lr_decay(env_steps)
 
     def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
         """``ppo_epoch`` passes over ``rollouts`` (returns computed); -> mean value_loss,

@@ -26,16 +26,21 @@ def make_policy(args, envs, device) -> Policy:
                   **policy_kwargs(args)).to(device)
 
 
-def make_agent(args, actor_critic):
+def make_agent(args, actor_critic: Policy) -> algo.Agent:
+    """The ``--algo`` agent on ``actor_critic``; ``ConfigError`` for an unknown name."""
+    horizon = args.num_env_steps if args.use_linear_lr_decay else None
     if args.algo == "ppo":
         return algo.PPO(actor_critic, args.clip_param, args.ppo_epoch, args.num_mini_batch,
                         args.value_loss_coef, args.entropy_coef, lr=args.lr, eps=args.eps,
                         max_grad_norm=args.max_grad_norm,
                         use_clipped_value_loss=not args.no_clipped_value_loss,
-                        advantage_norm=args.advantage_norm, desired_kl=args.desired_kl)
-    return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
-                          eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
-                          acktr=args.algo == "acktr")
+                        advantage_norm=args.advantage_norm, desired_kl=args.desired_kl,
+                        lr_decay_horizon=horizon)
+    if args.algo in ("a2c", "acktr"):
+        return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
+                              eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
+                              acktr=args.algo == "acktr", lr_decay_horizon=horizon)
+    raise ConfigError(f"unknown --algo {args.algo!r}; choose one of: {', '.join(algo.ALGOS)}")
 
 
 def make_gail(args, envs, device):

@@ -1,0 +1,45 @@
+"""What the training loop asks of an algorithm: ``Agent``, which PPO, A2C / ACKTR and any new
+loss implement, and the learning-rate schedule they share."""
+from typing import Protocol
+
+import torch
+
+from a2c_ppo_acktr.storage import RolloutStorage
+
+
+class Agent(Protocol):
+    """An on-policy learner of a ``Policy``.
+
+    Per update the loop calls ``adjust_lr(env_steps)`` (the agent's own schedule, if any), then
+    ``update(rollouts)`` on a storage whose returns are computed; ``stats`` then holds the extra
+    columns of the progress log (e.g. PPO's ``approx_kl``). ``optimizer`` is saved in checkpoints.
+    """
+
+    optimizer: torch.optim.Optimizer
+    stats: dict[str, float]
+
+    def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
+        """One update on ``rollouts``; -> value_loss, action_loss, dist_entropy."""
+        ...
+
+    def adjust_lr(self, env_steps: int) -> None:
+        """Set the learning rate for the update that starts after ``env_steps`` steps."""
+        ...
+
+
+class LinearDecay:
+    """The original's ``--use-linear-lr-decay``: from the optimizer's initial lr at step 0 down to 0
+    at ``horizon`` env steps. The horizon is fixed when the run starts, so a run extended or cut
+    short follows the same schedule up to where it stops."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, horizon: int) -> None:
+        if horizon <= 0:
+            raise ValueError(f"a linear decay needs a positive horizon, got {horizon}")
+        self.optimizer, self.horizon = optimizer, horizon
+        self.initial_lr = optimizer.defaults["lr"]
+
+    def __call__(self, env_steps: int) -> float:
+        lr = self.initial_lr * max(0.0, 1.0 - env_steps / self.horizon)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
