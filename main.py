@@ -35,6 +35,7 @@ from a2c_ppo_acktr.run.interrupt import StopRequest
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
 from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
 from a2c_ppo_acktr.sampling.ddp import DDP
+from a2c_ppo_acktr.speed import compile_seconds
 
 
 @dataclass
@@ -179,6 +180,9 @@ def train(args, run: Run, stop: StopRequest) -> int:
                 f"{losses[1]}, entropy {losses[2]}); stopped, keeping the last saved checkpoint "
                 f"{paths.checkpoint}")
             return 1
+        if args.compile and j == run.updates.start:  # both compiled by now: say for how long
+            say(f"torch.compile: {compile_seconds():.1f} s compiling the act step and the update",
+                sys.stdout)
         collector.sync(actor_critic, rollouts)  # the storage goes back, with the new weights
 
         env_steps = (j + 1) * run.steps_per_update

@@ -14,6 +14,7 @@ from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import init
 
 INITS = ("orthogonal", "default")
+PRECISIONS = ("fp32", "bf16")
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
@@ -41,15 +42,21 @@ class Policy(nn.Module):
     initial log-std and ``action_mean_gain`` the orthogonal gain of its mean layer (SB3 and
     CleanRL: 0.01, near-zero initial means); ``init="default"`` replaces the original's orthogonal
     init of the Linear and Conv2d layers by PyTorch's own (SB3's ``ortho_init=False``).
+    ``precision="bf16"`` runs the base under bfloat16 autocast (``forward_base``); the
+    parameters, the heads and all that is computed from their outputs stay fp32.
     """
 
     def __init__(self, obs_shape: Sequence[int], action_space: gym.Space,
                  base: "type[NNBase] | None" = None, base_kwargs: dict | None = None,
                  log_std_init: float = 0.0, init: str = "orthogonal",
-                 action_mean_gain: float = 1.0) -> None:
+                 action_mean_gain: float = 1.0, precision: str = "fp32") -> None:
         super().__init__()
         if init not in INITS:
             raise ConfigError(f"unknown init {init!r}; expected one of {', '.join(INITS)}")
+        if precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {precision!r}; expected one of "
+                              f"{', '.join(PRECISIONS)}")
+        self.precision = precision
         if init == "default" and action_mean_gain != 1.0:
             raise ConfigError("an action mean gain applies to the orthogonal init, not to "
                              "init='default'")
@@ -80,6 +87,8 @@ class Policy(nn.Module):
             for m in self.modules():
                 if isinstance(m, (nn.Linear, nn.Conv2d)):
                     m.reset_parameters()
+        # What a rollout calls to act: ``act``, or a compiled copy of it (``speed.compile_policy``).
+        self.act_step = self.act
 
     @property
     def is_recurrent(self) -> bool:
@@ -94,13 +103,27 @@ class Policy(nn.Module):
                 masks: torch.Tensor) -> NoReturn:
         raise NotImplementedError("use act, get_value or evaluate_actions")
 
+    def forward_base(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
+                     masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The base's forward -> value (N, 1), actor features (N, hidden), rnn_hxs, all fp32.
+
+        With ``precision="bf16"`` the base runs under autocast to bfloat16 (and so does its
+        backward); its outputs come back as fp32, so that the action head, the log-probabilities,
+        entropies, ratios and losses are fp32. The value head computes in fp32 (``NNBase._value``).
+        """
+        if self.precision == "fp32":
+            return self.base(inputs, rnn_hxs, masks)
+        with torch.autocast(inputs.device.type, dtype=torch.bfloat16):
+            value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
+        return value.float(), actor_features.float(), rnn_hxs.float()
+
     def act(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
             deterministic: bool = False
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """inputs (N, *obs_shape), rnn_hxs (N, H), masks (N, 1) -> value (N, 1), action
         ((N, 1) long for Discrete, (N, A) float for Box / MultiBinary), action_log_probs (N, 1),
         rnn_hxs (N, H). ``deterministic`` takes the distribution's mode."""
-        value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
+        value, actor_features, rnn_hxs = self.forward_base(inputs, rnn_hxs, masks)
         dist = self.dist(actor_features)
         action = dist.mode() if deterministic else dist.sample()
         return value, action, dist.log_probs(action), rnn_hxs
@@ -108,7 +131,7 @@ class Policy(nn.Module):
     def get_value(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
                   masks: torch.Tensor) -> torch.Tensor:
         """-> value (N, 1)."""
-        value, _, _ = self.base(inputs, rnn_hxs, masks)
+        value, _, _ = self.forward_base(inputs, rnn_hxs, masks)
         return value
 
     def evaluate_actions(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
@@ -120,7 +143,7 @@ class Policy(nn.Module):
         and out) is (n, H): their state before its first step / after its last
         (``RolloutStorage.recurrent_generator``).
         """
-        value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
+        value, actor_features, rnn_hxs = self.forward_base(inputs, rnn_hxs, masks)
         dist = self.dist(actor_features)
         return value, dist.log_probs(action), dist.entropy().mean(), rnn_hxs
 
@@ -152,6 +175,14 @@ class NNBase(nn.Module):
     def output_size(self) -> int:
         return self._hidden_size
 
+    def _value(self, x: torch.Tensor) -> torch.Tensor:
+        """``critic_linear(x)``, in fp32 even under bf16 autocast (``Policy(precision="bf16")``):
+        values feed the returns, and bf16 would round a value of 20 to a multiple of 0.125."""
+        if not torch.is_autocast_enabled(x.device.type):
+            return self.critic_linear(x)
+        with torch.autocast(x.device.type, enabled=False):
+            return self.critic_linear(x.float())
+
     def _forward_gru(self, x: torch.Tensor, hxs: torch.Tensor,
                      masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (T*N, D) time-major, hxs (N, H), masks (T*N, 1) -> outputs (T*N, H), final hxs (N, H).
@@ -163,7 +194,13 @@ class NNBase(nn.Module):
         if x.size(0) == hxs.size(0):  # a single step for each of the N envs
             x, hxs = self.gru(x.unsqueeze(0), (hxs * masks).unsqueeze(0))
             return x.squeeze(0), hxs.squeeze(0)
+        return self._gru_segments(x, hxs, masks)
 
+    # Where the segments start depends on the data: torch.compile (--compile) runs this part
+    # eagerly rather than compiling it again for each pattern of episode ends.
+    @torch.compiler.disable
+    def _gru_segments(self, x: torch.Tensor, hxs: torch.Tensor,
+                      masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         N = hxs.size(0)
         T = x.size(0) // N
         x = x.view(T, N, x.size(1))
@@ -206,7 +243,7 @@ class CNNBase(NNBase):
         x = self.main(inputs.contiguous(memory_format=torch.channels_last).float() / 255.0)
         if self.is_recurrent:
             x, rnn_hxs = self._forward_gru(x, rnn_hxs, masks)
-        return self.critic_linear(x), x, rnn_hxs
+        return self._value(x), x, rnn_hxs
 
 
 class MLPBase(NNBase):
@@ -232,4 +269,4 @@ class MLPBase(NNBase):
         x = inputs
         if self.is_recurrent:
             x, rnn_hxs = self._forward_gru(x, rnn_hxs, masks)
-        return self.critic_linear(self.critic(x)), self.actor(x), rnn_hxs
+        return self._value(self.critic(x)), self.actor(x), rnn_hxs

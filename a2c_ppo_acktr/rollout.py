@@ -59,10 +59,12 @@ def truncation_values(actor_critic: Policy, infos: list[dict], truncated: np.nda
 
 
 def _act(actor_critic, rollouts, step, columns):
+    """The policy acts for the envs ``columns`` at ``step``: ``act_step`` is ``Policy.act``, or
+    its compiled copy under ``--compile``."""
     with torch.inference_mode():
-        return actor_critic.act(rollouts.obs[step, columns],
-                                rollouts.recurrent_hidden_states[step, columns],
-                                rollouts.masks[step, columns])
+        return actor_critic.act_step(rollouts.obs[step, columns],
+                                     rollouts.recurrent_hidden_states[step, columns],
+                                     rollouts.masks[step, columns])
 
 
 def _store(results, acted, actor_critic, rollouts, episode_rewards, use_proper_time_limits,

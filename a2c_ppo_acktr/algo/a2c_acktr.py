@@ -52,46 +52,57 @@ class A2C_ACKTR:
     def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
         """One gradient step on the whole rollout (returns computed); -> value_loss,
         action_loss, dist_entropy."""
-        obs_shape = rollouts.obs.shape[2:]
-        action_dim = rollouts.actions.shape[-1]
         T, N, _ = rollouts.rewards.shape
+
+        def flat(x: torch.Tensor) -> torch.Tensor:  # (T or T+1, N, ...) -> (T * N, ...)
+            return x[:T].reshape(T * N, *x.shape[2:])
 
         fisher = self.acktr and self.optimizer.steps % self.optimizer.Ts == 0
         if self.acktr:
             self.optimizer.acc_stats = fisher  # the K-FAC hooks record this forward pass
         try:
-            values, actor_features, _ = self.actor_critic.base(
-                rollouts.obs[:-1].reshape(-1, *obs_shape),
-                rollouts.recurrent_hidden_states[0],
-                rollouts.masks[:-1].reshape(-1, 1))
-            dist = self.actor_critic.dist(actor_features)
-            action_log_probs = dist.log_probs(rollouts.actions.reshape(-1, action_dim))
-            dist_entropy = dist.entropy().mean()
-
+            # self.loss: this method, or its compiled copy (speed.py)
+            loss, stats, fisher_loss = self.loss(
+                flat(rollouts.obs), rollouts.recurrent_hidden_states[0], flat(rollouts.masks),
+                flat(rollouts.actions), flat(rollouts.returns), fisher)
             if fisher:
-                # The Fisher of the policy is E over actions sampled from it, not the taken ones.
-                sampled = dist.sample().detach()
-                pg_fisher_loss = -dist.log_probs(sampled).mean()
-                value_noise = torch.randn(values.size(), device=values.device)
-                sample_values = values + value_noise
-                vf_fisher_loss = -(values - sample_values.detach()).pow(2).mean()
-                fisher_loss = pg_fisher_loss + vf_fisher_loss
                 self.optimizer.zero_grad(set_to_none=True)
                 fisher_loss.backward(retain_graph=True)
         finally:
             if self.acktr:
                 self.optimizer.acc_stats = False
 
-        values = values.view(T, N, 1)
-        action_log_probs = action_log_probs.view(T, N, 1)
-        advantages = rollouts.returns[:-1] - values
-        value_loss = advantages.pow(2).mean()
-        action_loss = -(advantages.detach() * action_log_probs).mean()
-
         self.optimizer.zero_grad(set_to_none=True)
-        (value_loss * self.value_loss_coef + action_loss
-         - dist_entropy * self.entropy_coef).backward()
+        loss.backward()
         if not self.acktr:
             nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm, foreach=True)
         self.optimizer.step()
-        return value_loss.item(), action_loss.item(), dist_entropy.item()
+        value_loss, action_loss, dist_entropy = stats.tolist()
+        return value_loss, action_loss, dist_entropy
+
+    def loss(self, obs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
+             actions: torch.Tensor, returns: torch.Tensor, fisher: bool = False
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The loss on a rollout flattened time-major to (T * N, ...) (``rnn_hxs``: (N, H), the
+        state before its first step) -> the loss to minimise, (detached) its value_loss,
+        action_loss and dist_entropy, and with ``fisher`` (ACKTR) the sampled Fisher loss."""
+        values, actor_features, _ = self.actor_critic.forward_base(obs, rnn_hxs, masks)
+        dist = self.actor_critic.dist(actor_features)
+        action_log_probs = dist.log_probs(actions)
+        dist_entropy = dist.entropy().mean()
+
+        advantages = returns - values
+        value_loss = advantages.pow(2).mean()
+        action_loss = -(advantages.detach() * action_log_probs).mean()
+        loss = value_loss * self.value_loss_coef + action_loss - dist_entropy * self.entropy_coef
+
+        fisher_loss = None
+        if fisher:
+            # The Fisher of the policy is E over actions sampled from it, not the taken ones.
+            sampled = dist.sample().detach()
+            pg_fisher_loss = -dist.log_probs(sampled).mean()
+            value_noise = torch.randn(values.size(), device=values.device)
+            sample_values = values + value_noise
+            vf_fisher_loss = -(values - sample_values.detach()).pow(2).mean()
+            fisher_loss = pg_fisher_loss + vf_fisher_loss
+        return loss, torch.stack([value_loss, action_loss, dist_entropy]).detach(), fisher_loss

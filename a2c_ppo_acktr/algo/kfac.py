@@ -133,7 +133,10 @@ class KFACOptimizer(torch.optim.Optimizer):
     def _accumulate(self, module: nn.Linear | nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> None:
         decay = self.param_groups[0]["stat_decay"]
         state = self.state[module.weight]
-        aa, gg = compute_cov_a(a.to(module.weight.dtype), module), compute_cov_g(g, module)
+        # In fp32 whatever the forward ran in: under bf16 autocast (Policy(precision="bf16")) a
+        # layer's inputs and output gradients are bf16, its statistics and their eigenbases not.
+        dtype = module.weight.dtype
+        aa, gg = compute_cov_a(a.to(dtype), module), compute_cov_g(g.to(dtype), module)
         if "m_aa" not in state:
             state["m_aa"], state["m_gg"] = aa.clone(), gg.clone()
         else:

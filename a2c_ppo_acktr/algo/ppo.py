@@ -6,7 +6,7 @@ import torch.optim as optim
 from a2c_ppo_acktr.algo.agent import LinearDecay
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.storage import RolloutStorage
+from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
 
 ADVANTAGE_NORMS = ("batch", "minibatch", "none")
 # The adaptive learning rate (rl_games' AdaptiveScheduler): its step and bounds.
@@ -81,38 +81,14 @@ class PPO:
             else:
                 batches = rollouts.feed_forward_generator(advantages, self.num_mini_batch)
             for b in batches:
-                values, action_log_probs, dist_entropy, _ = self.actor_critic.evaluate_actions(
-                    b.obs, b.recurrent_hidden_states, b.masks, b.actions)
-
-                log_ratio = action_log_probs - b.old_action_log_probs
-                ratio = torch.exp(log_ratio)
-                adv = standardize(b.advantages) if self.advantage_norm == "minibatch" else b.advantages
-                surr1 = ratio * adv
-                surr2 = torch.clamp(ratio, 1.0 - self.clip_param, 1.0 + self.clip_param) * adv
-                action_loss = -torch.min(surr1, surr2).mean()
-
-                if self.use_clipped_value_loss:
-                    value_pred_clipped = b.value_preds + (values - b.value_preds).clamp(
-                        -self.clip_param, self.clip_param)
-                    value_losses = (values - b.returns).pow(2)
-                    value_losses_clipped = (value_pred_clipped - b.returns).pow(2)
-                    value_loss = 0.5 * torch.max(value_losses, value_losses_clipped).mean()
-                else:
-                    value_loss = 0.5 * (b.returns - values).pow(2).mean()
-
+                loss, stats = self.loss(b)  # this method, or its compiled copy (speed.py)
                 self.optimizer.zero_grad(set_to_none=True)
-                (value_loss * self.value_loss_coef + action_loss
-                 - dist_entropy * self.entropy_coef).backward()
+                loss.backward()
                 # foreach: as the optimizer, one call rather than a loop over the parameters
                 nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm,
                                          foreach=True)
                 self.optimizer.step()
-
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1) - log_ratio).mean()
-                    clip_fraction = ((ratio - 1).abs() > self.clip_param).float().mean()
-                    totals += torch.stack([value_loss, action_loss, dist_entropy,
-                                           approx_kl, clip_fraction]).detach()
+                totals += stats
                 num_updates += 1
             if self.desired_kl is not None:
                 self._adapt_lr(((totals[3] - epoch_kl) / (num_updates - epoch_start)).item())
@@ -121,6 +97,35 @@ class PPO:
             (totals / num_updates).tolist())
         self.stats = {"approx_kl": approx_kl, "clip_fraction": clip_fraction}
         return value_loss, action_loss, dist_entropy
+
+    def loss(self, b: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """PPO's loss on one minibatch -> the loss to minimise, and (detached) its value_loss,
+        action_loss, dist_entropy, approx_kl and clip_fraction."""
+        values, action_log_probs, dist_entropy, _ = self.actor_critic.evaluate_actions(
+            b.obs, b.recurrent_hidden_states, b.masks, b.actions)
+
+        log_ratio = action_log_probs - b.old_action_log_probs
+        ratio = torch.exp(log_ratio)
+        adv = standardize(b.advantages) if self.advantage_norm == "minibatch" else b.advantages
+        surr1 = ratio * adv
+        surr2 = torch.clamp(ratio, 1.0 - self.clip_param, 1.0 + self.clip_param) * adv
+        action_loss = -torch.min(surr1, surr2).mean()
+
+        if self.use_clipped_value_loss:
+            value_pred_clipped = b.value_preds + (values - b.value_preds).clamp(
+                -self.clip_param, self.clip_param)
+            value_losses = (values - b.returns).pow(2)
+            value_losses_clipped = (value_pred_clipped - b.returns).pow(2)
+            value_loss = 0.5 * torch.max(value_losses, value_losses_clipped).mean()
+        else:
+            value_loss = 0.5 * (b.returns - values).pow(2).mean()
+
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clip_fraction = ((ratio - 1).abs() > self.clip_param).float().mean()
+        stats = torch.stack([value_loss, action_loss, dist_entropy, approx_kl, clip_fraction])
+        loss = value_loss * self.value_loss_coef + action_loss - dist_entropy * self.entropy_coef
+        return loss, stats.detach()
 
     def _adapt_lr(self, kl: float) -> None:
         """One step of the adaptive schedule (``desired_kl``) after an epoch of mean KL ``kl``."""

@@ -13,7 +13,8 @@ from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 from a2c_ppo_acktr.algo.ppo import ADVANTAGE_NORMS
 from a2c_ppo_acktr.errors import program
-from a2c_ppo_acktr.model import ACTIVATIONS, INITS
+from a2c_ppo_acktr.model import ACTIVATIONS, INITS, PRECISIONS
+from a2c_ppo_acktr.speed import bf16_missing
 
 VEC_ENVS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 
@@ -160,6 +161,15 @@ def build_parser():
     g.add_argument("--no-clipped-value-loss", action="store_true", default=False,
                    help="PPO: plain squared value error instead of the original's value loss "
                    "clipped by --clip-param (SB3's default)")
+    # How fast the learner runs, not what it computes (a2c_ppo_acktr/speed.py).
+    g = p.add_argument_group("speed options")
+    g.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="bf16: the policy's network (not its heads, losses, optimizer or "
+                   "checkpoints) runs in bfloat16 autocast, acting and updating; needs a CPU with "
+                   "AVX512-BF16 or AMX, or a GPU of compute capability 8.0+ (default: fp32)")
+    g.add_argument("--compile", action="store_true", default=False,
+                   help="torch.compile the act step and the update's loss and backward (CUDA "
+                   "graphs on a GPU); the first update compiles for a while (a2c, ppo)")
     return p
 
 
@@ -283,6 +293,16 @@ def check_args(args):
     if args.gail and args.async_rollouts:
         # The discriminator would train on the sampler's normalizer while that thread updates it.
         fail("--gail does not support --async-rollouts: drop one of them")
+    if args.compile and args.algo == "acktr":
+        fail("--compile does not support --algo acktr: K-FAC records each layer's inputs and "
+             "output gradients with Python hooks, which torch.compile cannot trace")
+    for flag in ("async_rollouts", "num_workers"):
+        if args.compile and getattr(args, flag):
+            fail(f"--compile compiles this process's act step; with --{flag.replace('_', '-')} "
+                 "another thread or process acts: drop one of them")
+    if args.precision == "bf16" and args.num_workers:
+        fail("--precision bf16 and --num-workers: the Ray workers would act in fp32 while the "
+             "learner updates in bf16; drop one of them")
 
 
 def get_args(argv=None):
@@ -296,4 +316,6 @@ def get_args(argv=None):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     args.cuda = not args.no_cuda and torch.cuda.is_available()  # only now: it initializes CUDA
+    if args.precision == "bf16" and (missing := bf16_missing(args.cuda)):
+        fail(f"--precision bf16 needs {missing}")  # it would be emulated: slower than fp32
     return args

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import torch
 
-from a2c_ppo_acktr import algo
+from a2c_ppo_acktr import algo, speed
 from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
@@ -22,8 +22,10 @@ DEFAULT_THREADS = torch.get_num_threads()
 
 
 def make_policy(args, envs, device) -> Policy:
-    return Policy(envs.observation_space.shape, envs.action_space,
-                  **policy_kwargs(args)).to(device)
+    # The precision is how the run computes, not the network's shape: not in policy_kwargs, which
+    # checkpoints keep.
+    return Policy(envs.observation_space.shape, envs.action_space, **policy_kwargs(args),
+                  precision=args.precision).to(device)
 
 
 def make_agent(args, actor_critic: Policy) -> algo.Agent:
@@ -107,6 +109,9 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
             discr, expert_loader = make_gail(args, envs, device)
         if resumed:
             restore(args, paths, resumed, envs, actor_critic, agent, discr)
+        if args.compile:  # compiled on first use: in the first rollout and the first update
+            speed.compile_policy(actor_critic, device)
+            speed.compile_agent(agent, device)
     except CheckpointError:
         envs.close()
         raise

@@ -1,0 +1,95 @@
+"""How fast the learner runs, never what it computes: bf16 autocast and ``torch.compile``.
+
+bf16 (``--precision bf16``) is ``Policy(precision="bf16")``: autocast around the base
+(``Policy.forward_base``). Training with it only pays on hardware that computes in bf16: CPUs with
+AVX512-BF16 or AMX (``cpu_has_native_bf16``), CUDA GPUs from compute capability 8.0.
+
+``--compile`` (``compile_policy``, ``compile_agent``) compiles two functions that eager mode runs
+as they are, so the eager code stays the reference:
+
+- the rollout's act step, ``Policy.act`` (forward, sampling, log-probabilities);
+- the agent's ``loss`` on one minibatch (PPO) or rollout (A2C), and so its backward: AOTAutograd
+  compiles the two together.
+
+Gradient clipping and the optimizer step stay eager: fused Adam / foreach RMSprop are one or a
+few kernels already, and a compiled step would guard on the learning rate, compiling again
+whenever a schedule changes it. Shapes are static (``dynamic=False``): every PPO minibatch has
+the same size (the generators leave the remainder out), A2C's batch is the rollout, and the act
+step sees N envs (or the N / G of a pipelined group), so nothing compiles again after the first
+update. Sampling takes eager's random numbers (``fallback_random``): same seed, same actions.
+
+On CUDA the compiled functions also replay as CUDA graphs (``mode="reduce-overhead"``, CUDA graph
+trees): their random numbers come from the CUDA generator, which advances its offset on every
+replay. A graph's outputs live in its memory pool until its next replay, so the act step hands
+out copies (a pipelined collector acts for one group of envs before storing the other's step).
+"""
+from collections.abc import Callable
+
+import torch
+
+from a2c_ppo_acktr.errors import ConfigError
+
+# Where the kernel reports whether a CPU computes in bf16 natively (Linux).
+CPUINFO = "/proc/cpuinfo"
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_native_bf16(cpuinfo: str = CPUINFO) -> bool:
+    """True if the CPU has AVX512-BF16 or AMX-BF16 (``/proc/cpuinfo`` flags). Elsewhere bf16 is
+    emulated: it runs, slower than fp32. False where there is no ``cpuinfo`` (macOS, Windows)."""
+    try:
+        with open(cpuinfo) as f:
+            flags = {word for line in f if line.startswith("flags") for word in line.split()}
+    except OSError:
+        return False
+    return any(flag in flags for flag in NATIVE_BF16_FLAGS)
+
+
+def bf16_missing(cuda: bool) -> str | None:
+    """What bf16 needs that this machine's CPU (or its GPU, with ``cuda``) lacks, or None."""
+    if cuda:
+        if torch.cuda.is_bf16_supported(including_emulation=False):
+            return None
+        return (f"a GPU with native bf16 (compute capability 8.0 or newer); this one "
+                f"({torch.cuda.get_device_name()}) has none")
+    if cpu_has_native_bf16():
+        return None
+    return "a CPU with native bf16 (avx512_bf16 or AMX); this one has neither"
+
+
+def compile_fn(fn: Callable, device: torch.device) -> Callable:
+    """``torch.compile(fn)`` as ``--compile`` does it: static shapes, eager's random numbers, and
+    on CUDA, CUDA graphs (``mode="reduce-overhead"``, here as its option: mode and options
+    cannot be given together)."""
+    options = {"fallback_random": True}
+    if device.type == "cuda":
+        options["triton.cudagraphs"] = True
+    return torch.compile(fn, dynamic=False, options=options)
+
+
+def compile_policy(policy: torch.nn.Module, device: torch.device) -> None:
+    """Make ``policy.act_step``, what a rollout calls to act, a compiled ``policy.act``; the
+    policy's other methods, its parameters and its state dict are unchanged."""
+    act = compile_fn(policy.act, device)
+    if device.type != "cuda":
+        policy.act_step = act
+        return
+
+    def act_step(inputs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor):
+        # The graph's outputs are overwritten by its next replay: the rollout keeps copies.
+        return tuple(t.clone() for t in act(inputs, rnn_hxs, masks))
+    policy.act_step = act_step
+
+
+def compile_agent(agent, device: torch.device) -> None:
+    """Compile ``agent.loss`` (PPO, A2C) in place; ``ConfigError`` for ACKTR."""
+    if getattr(agent, "acktr", False):
+        raise ConfigError("ACKTR cannot be compiled: torch.compile cannot trace K-FAC's hooks")
+    agent.loss = compile_fn(agent.loss, device)
+
+
+def compile_seconds() -> float:
+    """Seconds spent compiling in this process so far (forward and backward graphs)."""
+    from torch._dynamo.utils import calculate_time_spent
+    return calculate_time_spent().get("total_wall_time", 0.0)
+

@@ -1,0 +1,189 @@
+"""--compile (a2c_ppo_acktr/speed.py): the compiled act step and loss give eager's actions,
+log-probabilities, losses and updated weights; nothing compiles again after the first update;
+a compiled run's checkpoint loads into an eager policy; a compiled run learns CartPole.
+
+Compiling takes tens of seconds on a small CPU: the networks are tiny, and each test compiles
+its functions once and reuses them. Tolerance against eager: the same discrete actions, and
+everything else within ``torch.testing.assert_close(rtol=1e-4, atol=1e-5)`` (the compiled kernels sum in
+another order).
+"""
+import copy
+import functools
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from torch._dynamo.utils import counters
+
+from a2c_ppo_acktr import speed
+from a2c_ppo_acktr.algo import A2C_ACKTR, PPO
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.rollout import _act
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint
+from a2c_ppo_acktr.storage import RolloutStorage
+from tests.test_main import CARTPOLE_PPO, SHORT, expect_exit_2, monitor_returns, run
+
+CPU = torch.device("cpu")
+T, N = 8, 4
+close = functools.partial(torch.testing.assert_close, rtol=1e-4, atol=1e-5)
+# (obs shape, observation dtype, action space, base kwargs): tiny versions of the three bases.
+KINDS = {
+    "mlp": ((3,), torch.float32, spaces.Box(-1.0, 1.0, (2,)), {"hidden_size": 8}),
+    "cnn": ((1, 84, 84), torch.uint8, spaces.Discrete(3), {"hidden_size": 16}),
+    "gru": ((3,), torch.float32, spaces.Discrete(3), {"hidden_size": 8, "recurrent": True}),
+}
+
+
+def twins(kind):
+    """An eager policy and a copy of it whose act step is compiled."""
+    obs_shape, _, space, base_kwargs = KINDS[kind]
+    torch.manual_seed(0)
+    eager = Policy(obs_shape, space, base_kwargs=base_kwargs)
+    compiled = copy.deepcopy(eager)
+    speed.compile_policy(compiled, CPU)
+    return eager, compiled
+
+
+def collect(policy, kind, seed):
+    """A rollout of random observations, episode ends and rewards (the same for every policy
+    and ``seed``), acted on by ``policy``'s act step with the torch seed ``seed``."""
+    obs_shape, obs_dtype, space, _ = KINDS[kind]
+    rollouts = RolloutStorage(T, N, obs_shape, space, policy.recurrent_hidden_state_size,
+                              obs_dtype=obs_dtype)
+    data = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    for step in range(T + 1):
+        obs = torch.rand(N, *obs_shape, generator=data) * (255 if kind == "cnn" else 1)
+        if step == 0:
+            rollouts.obs[0].copy_(obs)
+            continue
+        value, action, log_prob, hxs = _act(policy, rollouts, step - 1, slice(None))
+        masks = (torch.rand(N, 1, generator=data) > 0.3).float()
+        rollouts.insert(obs, hxs, action, log_prob, value, torch.randn(N, 1, generator=data),
+                        masks, torch.ones(N, 1))
+    rollouts.compute_returns(torch.zeros(N, 1), True, 0.99, 0.95)
+    return rollouts
+
+
+def assert_same_rollout(a, b):
+    # Sampled from the same random numbers: the same discrete actions, Gaussian ones as close as
+    # the means they add the noise to.
+    if a.actions.dtype == torch.long:
+        assert torch.equal(a.actions, b.actions)
+    for name in ("actions", "action_log_probs", "value_preds", "returns", "recurrent_hidden_states"):
+        close(getattr(b, name), getattr(a, name))
+
+
+def assert_same_weights(eager, compiled):
+    for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
+        close(q, p, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def no_recompiles(steps):
+    """Run ``steps`` (callables) with recompiling an error; -> graphs compiled meanwhile."""
+    graphs = counters["stats"]["unique_graphs"]
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for step in steps:
+            step()
+    return counters["stats"]["unique_graphs"] - graphs
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_compiled_ppo_equals_eager(kind):
+    eager, compiled = twins(kind)
+    rollouts = collect(eager, kind, seed=1)
+    assert_same_rollout(rollouts, collect(compiled, kind, seed=1))
+
+    # 32 samples (4 envs for the GRU) in 3 minibatches of 10 (of 1 env): the rest is left out,
+    # so every minibatch has the same shape.
+    agents = [PPO(policy, 0.2, 2, 3, 0.5, 0.01, lr=1e-3, eps=1e-5, max_grad_norm=0.5,
+                  lr_decay_horizon=10 * T * N) for policy in (eager, compiled)]
+    speed.compile_agent(agents[1], CPU)
+    losses = []
+    for agent in agents:
+        torch.manual_seed(2)  # the same minibatches
+        losses.append(agent.update(rollouts))
+        assert all(isinstance(x, float) for x in losses[-1])
+    close(torch.tensor(losses[1]), torch.tensor(losses[0]))
+    close(torch.tensor(list(agents[1].stats.values())), torch.tensor(list(agents[0].stats.values())))
+    assert_same_weights(eager, compiled)
+
+    # Later rollouts and updates (with a new learning rate each) run what was compiled.
+    def one_more(j):
+        agents[1].adjust_lr(j * T * N)
+        agents[1].update(collect(compiled, kind, seed=3 + j))
+    assert no_recompiles([functools.partial(one_more, j) for j in (1, 2)]) == 0
+    assert not any(key.startswith("_orig_mod") for key in compiled.state_dict())
+
+
+def test_compiled_a2c_equals_eager():
+    eager, compiled = twins("mlp")
+    rollouts = collect(eager, "mlp", seed=1)
+    agents = [A2C_ACKTR(policy, 0.5, 0.01, lr=7e-4, eps=1e-5, alpha=0.99, max_grad_norm=0.5)
+              for policy in (eager, compiled)]
+    speed.compile_agent(agents[1], CPU)
+    losses = [agent.update(rollouts) for agent in agents]
+    close(torch.tensor(losses[1]), torch.tensor(losses[0]))
+    assert_same_weights(eager, compiled)
+    assert no_recompiles([lambda: agents[1].update(collect(compiled, "mlp", seed=2))]) == 0
+
+
+def test_acktr_is_refused():
+    policy = Policy((3,), spaces.Discrete(2))
+    with pytest.raises(ValueError, match="ACKTR cannot be compiled"):
+        speed.compile_agent(A2C_ACKTR(policy, 0.5, 0.01, acktr=True), CPU)
+
+
+def test_compiled_run_says_its_compile_time_and_its_checkpoint_loads_eagerly(tmp_path, capsys):
+    paths = run(tmp_path, SHORT + ["--algo", "ppo", "--num-mini-batch", "2", "--compile"])
+    out = capsys.readouterr().out
+    assert out.count("torch.compile: ") == 1 and " s compiling the act step and the update" in out
+    ckpt = load_checkpoint(paths.checkpoint)
+    assert not any("_orig_mod" in key for key in ckpt["actor_critic"])
+    policy = Policy((4,), spaces.Discrete(2))
+    policy.load_state_dict(ckpt["actor_critic"])  # strict: the same keys, no compiled wrapper
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--algo", "acktr"], "--compile does not support --algo acktr"),
+    (["--async-rollouts"], "with --async-rollouts another thread or process acts"),
+    (["--num-workers", "2"], "with --num-workers another thread or process acts"),
+])
+def test_unsupported_combinations_are_refused_in_one_line(tmp_path, capsys, argv, needle):
+    expect_exit_2(capsys, ["--compile"] + argv + ["--log-dir", str(tmp_path / "l"),
+                                                  "--save-dir", str(tmp_path / "s")], needle)
+    assert not (tmp_path / "l").exists() and not (tmp_path / "s").exists()
+
+
+@pytest.mark.slow
+def test_compiled_ppo_solves_cartpole(tmp_path):
+    """test_main's CartPole check (the README's command) with --compile."""
+    paths = run(tmp_path, CARTPOLE_PPO + ["--seed", "1", "--log-interval", "50", "--compile"])
+    returns = monitor_returns(paths.log_dir)
+    assert np.mean(returns[-20:]) >= 475, returns[-20:]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_graph_act_step_samples_afresh_and_keeps_its_outputs():
+    """On CUDA the act step replays a CUDA graph: each replay draws new random numbers from the
+    CUDA generator as eager does, and outputs handed out survive the next replay."""
+    cuda = torch.device("cuda")
+    torch.manual_seed(0)
+    eager = Policy((3,), spaces.Discrete(5), base_kwargs={"hidden_size": 8}).to(cuda)
+    compiled = copy.deepcopy(eager)
+    speed.compile_policy(compiled, cuda)
+    obs, hxs, masks = torch.randn(64, 3, device=cuda), torch.zeros(64, 1, device=cuda), \
+        torch.ones(64, 1, device=cuda)
+    with torch.inference_mode():
+        for _ in range(3):  # warm-up and recording
+            compiled.act_step(obs, hxs, masks)
+        torch.manual_seed(1)
+        first = compiled.act_step(obs, hxs, masks)
+        second = compiled.act_step(obs, hxs, masks)
+        torch.manual_seed(1)
+        expected = [eager.act(obs, hxs, masks) for _ in range(2)]
+    for got, want in zip((first, second), expected):
+        assert torch.equal(got[1], want[1])
+        close(got[2], want[2])
+    assert not torch.equal(first[1], second[1])
