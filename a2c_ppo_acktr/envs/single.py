@@ -39,12 +39,6 @@ def _register_ale() -> None:
         _ale_registered = True
 
 
-def _register_own() -> None:
-    """Register this project's demo ids (``RealTimeDrone-v0``), like the ALE ids: on a miss."""
-    from a2c_ppo_acktr.realtime import drone  # imported only for an id gymnasium does not know
-    drone.register()
-
-
 def _env_spec(env_id: str) -> EnvSpec:
     """``gym.spec(env_id)``, registering the Atari ids on a miss; a one-line ValueError if unknown.
 
@@ -63,7 +57,6 @@ def _env_spec(env_id: str) -> EnvSpec:
         except gym.error.Error:
             if attempt == 0:
                 _register_ale()  # ale_py is imported only when the id is not a stock one
-                _register_own()
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ConfigError(f"unknown env id {env_id!r}{hint}")
