@@ -36,7 +36,8 @@ class Policy(nn.Module):
 
     ``obs_shape`` picks the base when ``base`` is None: 3-D (C, H, W) images -> ``CNNBase``,
     1-D vectors -> ``MLPBase``. ``action_space`` picks the head: Discrete -> Categorical,
-    Box -> DiagGaussian, MultiBinary -> Bernoulli, MultiDiscrete -> MultiCategorical. ``base_kwargs`` go to the base
+    Box -> DiagGaussian, MultiBinary -> Bernoulli, MultiDiscrete -> MultiCategorical.
+    ``base_kwargs`` go to the base
     (``recurrent``, ``hidden_size``, ``activation``). ``log_std_init`` is the Gaussian head's
     initial log-std and ``action_mean_gain`` the orthogonal gain of its mean layer (SB3 and
     CleanRL: 0.01, near-zero initial means); ``init="default"`` replaces the original's orthogonal
