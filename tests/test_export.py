@@ -145,6 +145,7 @@ CASES = {
     "cheetah": ("HalfCheetah-v5", [], {"obs_rms": "cheetah"}, ["--out", "deploy/cheetah.pt2"], 40, 0),
     "pong": ("PongNoFrameskip-v4", [], {"edit": centre_cnn_head}, [], 30, 20),
     "gru": ("CartPole-v1", ["--recurrent-policy"], {"edit": sharpen(100)}, [], 80, 0),
+    "multidiscrete": ("tests.toy_envs:MultiDiscreteTarget-v0", [], {"edit": sharpen(100)}, [], 30, 0),
 }
 
 
@@ -158,7 +159,7 @@ def deployed(tmp_path_factory):
         d = tmp_path_factory.mktemp(name)
         if settings.get("obs_rms") == "cheetah":
             settings = {**settings, "obs_rms": cheetah_normalizer()}
-        ckpt = make_checkpoint(d / f"{env_name}_seed1.pt", env_name, *flags, **settings)
+        ckpt = make_checkpoint(d / f"{env_name.split(':')[-1]}_seed1.pt", env_name, *flags, **settings)
         printed = io.StringIO()
         with contextlib.chdir(d), contextlib.redirect_stdout(printed):
             assert export.main([ckpt, *export_flags]) == 0
@@ -209,6 +210,14 @@ def test_recurrent_policy_carries_its_hidden_state(deployed):
     assert run["meta"]["recurrent"] and run["meta"]["hidden_size"] == 64
     assert torch.equal(run["actions"], run["sent"])
     assert set(run["sent"].tolist()) == {0, 1}
+
+
+def test_multidiscrete_gives_an_index_per_dimension(deployed):
+    run = deployed["multidiscrete"]
+    assert run["actions"].dtype == torch.int64 and run["actions"].shape == (30, 2)
+    assert torch.equal(run["actions"], run["sent"])
+    assert len(set(map(tuple, run["sent"].tolist()))) > 1
+    assert run["meta"]["action"] == "(N, D) int64, an index per dimension"
 
 
 def fails(capsys, where, *argv):

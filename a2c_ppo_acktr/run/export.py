@@ -21,7 +21,8 @@ the env stack of ``make_vec_envs`` hands it to the policy, before normalization:
   in the model.
 - The action is the distribution's mode: Discrete -> the argmax index, ``(N,)`` int64; Box -> the
   Gaussian mean clipped to the action space's bounds, ``(N, A)`` float32, as ``VecPyTorch`` clips
-  what it sends to the env; MultiBinary -> ``(N, D)`` float32 0/1.
+  what it sends to the env; MultiDiscrete -> ``(N, D)`` int64, the argmax of each dimension;
+  MultiBinary -> ``(N, D)`` float32 0/1.
 - A recurrent (GRU) policy takes and returns its state: ``action, hidden = policy(obs, hidden,
   mask)``, ``hidden`` ``(N, H)`` float32 zeros at the start, ``mask`` ``(N, 1)`` float32, 0 where
   an episode starts (the state is reset there) and 1 elsewhere.
@@ -99,7 +100,8 @@ class DeployedPolicy(nn.Module):
         return (action, hidden) if self.recurrent else action
 
 
-def describe(ckpt: dict, module: DeployedPolicy, obs_space: spaces.Box, hidden_size: int) -> dict:
+def describe(ckpt: dict, module: DeployedPolicy, obs_space: spaces.Box, action_space: spaces.Space,
+             hidden_size: int) -> dict:
     """What the exported file takes and gives: its metadata, and the closing message."""
     shape = "(N, " + ", ".join(str(d) for d in obs_space.shape) + ")"
     if len(obs_space.shape) == 3:
@@ -107,9 +109,10 @@ def describe(ckpt: dict, module: DeployedPolicy, obs_space: spaces.Box, hidden_s
     else:
         obs = f"{shape} {obs_space.dtype}, the env's raw observations" + (
             " (normalized inside)" if module.normalize else "")
-    action = ("(N,) int64 action index" if module.discrete
-              else "(N, A) float32 Gaussian mean, clipped to the action space" if module.bounded
-              else "(N, D) float32")
+    action = {spaces.Discrete: "(N,) int64 action index",
+              spaces.Box: "(N, A) float32 Gaussian mean, clipped to the action space",
+              spaces.MultiDiscrete: "(N, D) int64, an index per dimension",
+              spaces.MultiBinary: "(N, D) float32 0/1"}[type(action_space)]
     info = {"env_name": ckpt["env_name"], "algo": ckpt.get("algo"), "env_steps": ckpt.get("env_steps"),
             "obs_shape": list(obs_space.shape), "obs_dtype": str(obs_space.dtype),
             "action_space": ckpt.get("action_space"), "recurrent": module.recurrent,
@@ -192,7 +195,7 @@ def export_policy(path: str, out: str | None = None, fmt: str = "pt2") -> tuple[
         module = DeployedPolicy(policy, get_vec_normalize(envs), envs.action_space).eval()
         module.requires_grad_(False)  # no autograd graph behind the outputs where it is loaded
         obs_space, hidden_size = envs.observation_space, policy.recurrent_hidden_state_size
-    info = describe(ckpt, module, obs_space, hidden_size)
+        info = describe(ckpt, module, obs_space, envs.action_space, hidden_size)
     example = example_inputs(module, obs_space, hidden_size)
     with torch.no_grad():
         exported, save = (_pt2 if fmt == "pt2" else _onnx)(exported_program(module, example), info)
