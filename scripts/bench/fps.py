@@ -4,6 +4,8 @@
     python scripts/bench/fps.py --cases a b --seeds 1 2 3
     python scripts/bench/fps.py --cases a c --against async   # ours: sync vs --async-rollouts
     python scripts/bench/fps.py --cases c --against async --vec-env shmem
+    python scripts/bench/fps.py --cases a d --ours eager compile bf16   # our speed options
+    python scripts/bench/fps.py --cases a --seeds 1 --total 2048        # a quick check of the script
 
 Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and
 SB3 seed by seed so that machine noise hits both alike. Reported: env-steps/s (wall time of
@@ -12,7 +14,10 @@ RSS of the process and its children, the ratio ours / SB3, and the mean return o
 training episodes of each run (so that ``--seeds 1 2 3`` also compares what was learned at
 equal env steps). Case (e), raw vector-env stepping, comes from ``scripts/bench/envs.py``.
 ``--against async`` compares our synchronous loop with ``--async-rollouts`` (same settings,
-alternating the same way) instead of with SB3.
+alternating the same way) instead of with SB3. ``--ours`` runs ours as several variants, each a
+row with its ratio to SB3: ``eager`` (as ``main.py`` runs by default), ``compile`` (``--compile``),
+``bf16`` (``--precision bf16``), ``compile+bf16``. A variant that ``main.py`` refuses here (bf16
+on a CPU without native bf16) gets a row saying so instead of figures.
 
 Both optimise the same loss: SB3 gets ``clip_range_vf`` (our PPO clips the value loss, as the
 original), ours a value-loss coefficient that matches SB3's ``vf_coef`` (``value_loss_coef``).
@@ -40,7 +45,12 @@ import time
 from a2c_ppo_acktr.envs.episodes import load_run
 from cases import CASES
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Our variants (--ours): the flags each adds to the case's command; "ours" is the plain one.
+VARIANTS = {"eager": [], "compile": ["--compile"], "bf16": ["--precision", "bf16"],
+            "compile+bf16": ["--compile", "--precision", "bf16"]}
+IMPLS = {"ours": [], "async": ["--async-rollouts"],
+         **{f"ours+{name}": flags for name, flags in VARIANTS.items() if flags}}
 
 
 def load_main():
@@ -61,7 +71,8 @@ def value_loss_coef(c):
     return "1.0" if c["algo"] == "ppo" else "0.5"
 
 
-def run_ours(train, c, seed, workdir, extra=()):
+def run_ours(train, c, seed, workdir, extra=(), cuda=False):
+    """Our ``main.py`` on case ``c`` (on the CPU, or on CUDA with ``cuda``), its output silenced."""
     argv = ["--algo", c["algo"], "--env-name", c["env"], "--num-processes", str(c["n_envs"]),
             "--num-steps", str(c["n_steps"]), "--ppo-epoch", str(c["epochs"]),
             "--num-mini-batch", str(c["minibatches"]), "--num-env-steps", str(c["total"]),
@@ -70,11 +81,13 @@ def run_ours(train, c, seed, workdir, extra=()):
             "--max-grad-norm", "0.5",
             "--eps", "1e-5", "--seed", str(seed), "--log-interval", "1000000",
             "--save-interval", "1000000", "--log-dir", os.path.join(workdir, "logs"),
-            "--save-dir", os.path.join(workdir, "models"), "--no-cuda",
+            "--save-dir", os.path.join(workdir, "models"),
             # SB3 always bootstraps episodes cut by a time limit; this is our flag for that.
             "--use-proper-time-limits"]
     if c["gae"]:
         argv.append("--use-gae")
+    if not cuda:
+        argv.append("--no-cuda")
     argv += extra
     with open(os.devnull, "w") as devnull:
         stdout, sys.stdout = sys.stdout, devnull
@@ -84,7 +97,7 @@ def run_ours(train, c, seed, workdir, extra=()):
             sys.stdout = stdout
 
 
-def run_sb3(c, seed, workdir):
+def run_sb3(c, seed, workdir, device="cpu"):
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
     from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
@@ -101,12 +114,17 @@ def run_sb3(c, seed, workdir):
         env = VecNormalize(make_vec_env(c["env"], n_envs=c["n_envs"], seed=seed,
                                         monitor_dir=workdir), gamma=0.99)
         policy = "MlpPolicy"
-    common = dict(learning_rate=c["lr"], n_steps=c["n_steps"], gamma=0.99, ent_coef=c["ent"],
-                  vf_coef=0.5, max_grad_norm=0.5, seed=seed, device="cpu", verbose=0)
+    # Optional keys of a case (scripts/bench/gpu.py's README command): clip range, SB3's vf_coef,
+    # a linear decay of the learning rate to 0 (SB3 passes the remaining progress, 1 -> 0).
+    lr = (lambda remaining: c["lr"] * remaining) if c.get("lr_decay") else c["lr"]
+    common = dict(learning_rate=lr, n_steps=c["n_steps"], gamma=0.99, ent_coef=c["ent"],
+                  vf_coef=c.get("vf_coef", 0.5), max_grad_norm=0.5, seed=seed, device=device,
+                  verbose=0)
     if c["algo"] == "ppo":
+        clip = c.get("clip", 0.2)
         model = PPO(policy, env, batch_size=c["n_envs"] * c["n_steps"] // c["minibatches"],
-                    n_epochs=c["epochs"], gae_lambda=0.95, clip_range=0.2,
-                    clip_range_vf=0.2,  # ours clips the value loss too, as the original
+                    n_epochs=c["epochs"], gae_lambda=0.95, clip_range=clip,
+                    clip_range_vf=clip,  # ours clips the value loss too, as the original
                     **common)
     else:
         model = A2C(policy, env, gae_lambda=1.0, rms_prop_eps=1e-5, **common)
@@ -122,9 +140,9 @@ def last_returns(workdir, n=20):
     return float(returns[-n:].mean())
 
 
-def one_measurement(impl, case, seed, vec_env):
+def one_measurement(impl, case, seed, vec_env, total=None):
     """Runs inside the subprocess: prints one JSON line."""
-    c = CASES[case]
+    c = dict(CASES[case], total=total or CASES[case]["total"])
     extra = ["--vec-env", vec_env] if vec_env else []
     # Imports (torch, gymnasium, SB3: ~2 s for either side) are done before the clock starts:
     # they are no part of the training throughput, and would squeeze any ratio towards 1.
@@ -137,18 +155,29 @@ def one_measurement(impl, case, seed, vec_env):
         if impl == "sb3":
             run_sb3(c, seed, workdir)
         else:
-            run_ours(train, c, seed, workdir,
-                     extra + (["--async-rollouts"] if impl == "async" else []))
+            run_ours(train, c, seed, workdir, extra + IMPLS[impl])
         elapsed = time.perf_counter() - start
         final = last_returns(workdir)
     print(json.dumps({"fps": c["total"] / elapsed, "seconds": elapsed,
                       "peak_rss_mb": peak_rss_mb(), "return": final}))
 
 
-def measure(impl, case, seed, vec_env=None):
+def refusal(out: subprocess.CompletedProcess) -> str | None:
+    """The message of a run that main.py refused (exit status 2 and its one error line)."""
+    lines = out.stderr.strip().splitlines()
+    if out.returncode == 2 and lines and ": error: " in lines[-1] and "Traceback" not in out.stderr:
+        return lines[-1].split(": error: ", 1)[1]
+    return None
+
+
+def measure(impl, case, seed, vec_env=None, total=None):
+    """One run in a fresh process -> its figures, or {"refused": main.py's one error line}."""
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", impl, case,
-                          "--seed", str(seed)] + (["--vec-env", vec_env] if vec_env else []),
+                          "--seed", str(seed)] + (["--vec-env", vec_env] if vec_env else [])
+                         + (["--total", str(total)] if total else []),
                          capture_output=True, text=True, cwd=ROOT)
+    if refusal(out):
+        return {"refused": refusal(out)}
     if out.returncode != 0:
         raise RuntimeError(f"{impl} case {case} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -165,38 +194,61 @@ def main(argv=None):
     p.add_argument("--vec-env", choices=["dummy", "shmem", "ale", "ale-pipelined", "native"],
                    default=None,
                    help="our --vec-env (default: auto)")
+    p.add_argument("--ours", nargs="+", choices=VARIANTS, default=["eager"],
+                   help="our variants, a row each: eager | compile (--compile) | bf16 "
+                   "(--precision bf16) | compile+bf16 (default: eager)")
+    p.add_argument("--total", type=int, default=None,
+                   help="env steps per run instead of the case's (a quick check of the script)")
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--one", nargs=2, metavar=("IMPL", "CASE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one:
-        return one_measurement(args.one[0], args.one[1], args.seed, args.vec_env)
+        return one_measurement(args.one[0], args.one[1], args.seed, args.vec_env, args.total)
 
-    print(f"{'case':<5}{'impl':<6}{'env-steps/s':>13}{'peak MB':>10}{'return':>9}   per seed: fps/return")
+    ours = ["ours" if v == "eager" else f"ours+{v}" for v in args.ours]
+    print(f"{'case':<5}{'impl':<18}{'env-steps/s':>13}{'peak MB':>10}{'return':>9}   "
+          "per seed: fps/return")
     for case in args.cases:
         if case == "e":
-            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_envs.py")],
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench", "envs.py")],
                            check=True)
             continue
-        other = args.against
-        results = {"ours": [], other: []}
-        for r, seed in enumerate(args.seeds):
-            order = ("ours", other) if r % 2 == 0 else (other, "ours")
-            for impl in order:
-                results[impl].append(measure(impl, case, seed, args.vec_env))
-        summary = {}
-        for impl, runs in results.items():
-            fps = sorted(x["fps"] for x in runs)[len(runs) // 2]  # median
-            mem = max(x["peak_rss_mb"] for x in runs)
-            summary[impl] = (fps, mem)
-            mean_return = sum(x["return"] for x in runs) / len(runs)
-            print(f"{case:<5}{impl:<6}{fps:>13.0f}{mem:>10.0f}{mean_return:>9.1f}   "
-                  + ", ".join(f"{x['fps']:.0f}/{x['return']:.1f}" for x in runs), flush=True)
-        (a, b), name = (("ours", "sb3"), "ours/sb3") if other == "sb3" else (("async", "ours"),
-                                                                              "async/sync")
-        ratio = summary[a][0] / summary[b][0]
-        print(f"{case:<5}ratio {name}: {ratio:.2f}x fps, {summary[a][1] / summary[b][1]:.2f}x "
-              f"peak memory  ({CASES[case]['algo'].upper()} {CASES[case]['env']}"
-              f"{', --vec-env ' + args.vec_env if args.vec_env else ''})", flush=True)
+        compare(case, ours, args.against, args.seeds, args.vec_env, args.total)
+
+
+def compare(case, ours, other, seeds, vec_env, total):
+    """Rounds of ``ours`` (impl names) and ``other`` on ``case``, alternating their order seed by
+    seed; prints a row per impl and its ratio to ``other`` (SB3) or async's to sync."""
+    results = {impl: [] for impl in ours + [other]}
+    refused = {}
+    for r, seed in enumerate(seeds):
+        order = ours + [other] if r % 2 == 0 else [other] + ours
+        for impl in order:
+            if impl not in refused:
+                result = measure(impl, case, seed, vec_env, total)
+                if "refused" in result:
+                    refused[impl] = result["refused"]
+                else:
+                    results[impl].append(result)
+    summary = {}
+    for impl, runs in results.items():
+        if impl in refused:
+            print(f"{case:<5}{impl:<18}refused: {refused[impl]}", flush=True)
+            continue
+        fps = sorted(x["fps"] for x in runs)[len(runs) // 2]  # median
+        mem = max(x["peak_rss_mb"] for x in runs)
+        summary[impl] = (fps, mem)
+        mean_return = sum(x["return"] for x in runs) / len(runs)
+        print(f"{case:<5}{impl:<18}{fps:>13.0f}{mem:>10.0f}{mean_return:>9.1f}   "
+              + ", ".join(f"{x['fps']:.0f}/{x['return']:.1f}" for x in runs), flush=True)
+    pairs = ([(impl, "sb3", f"{impl}/sb3") for impl in ours] if other == "sb3"
+             else [("async", ours[0], f"async/{ours[0]}")])
+    c = CASES[case]
+    for a, b, name in pairs:
+        if a in summary and b in summary:
+            print(f"{case:<5}ratio {name}: {summary[a][0] / summary[b][0]:.2f}x fps, "
+                  f"{summary[a][1] / summary[b][1]:.2f}x peak memory  ({c['algo'].upper()} "
+                  f"{c['env']}{', --vec-env ' + vec_env if vec_env else ''})", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,185 @@
+"""One command for a GPU owner: the README's Atari PPO command on CUDA, ours against SB3.
+
+    python scripts/bench/gpu.py                                # 8 and 16 envs, seeds 1 2, 50k steps
+    python scripts/bench/gpu.py --envs 8 --seeds 1 --total 20480
+
+Runs the README's PPO Pong command (``README_PONG``) on the GPU, as ours eager and ours with
+``--compile`` (add ``--ours ... bf16`` for ``--precision bf16``), and stable-baselines3's PPO with
+the same settings (8 or 16 envs x 128 steps, 4 epochs of 4 minibatches, clip 0.1, the same value
+loss weight, lr 2.5e-4 decaying linearly, entropy 0.01) on the same GPU. Each run is a fresh
+process; the order of the impls alternates seed by seed so that machine noise hits all alike.
+Printed per impl and number of envs (the format is in docs/benchmarks.md, "GPU"): env-steps/s
+(median over seeds; wall time of env and model creation and training, imports excluded, compiling
+included), its ratio to SB3's, the GPU's busy share (NVML's utilization.gpu as nvidia-smi shows
+it: the share of time a kernel ran, read every 0.5 s during the run) and the seconds spent
+compiling.
+
+On a machine without CUDA it says so in one line and exits with status 2: on the CPU,
+``scripts/bench/fps.py --ours eager compile bf16`` measures the same options.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import torch
+from fps import ROOT, last_returns, load_main, refusal, run_sb3
+
+from a2c_ppo_acktr.run.arguments import fail
+
+# The README's Atari PPO command (tests/test_bench_gpu.py checks that the README still shows it).
+README_PONG = ["--env-name", "PongNoFrameskip-v4", "--algo", "ppo", "--use-gae", "--lr", "2.5e-4",
+               "--clip-param", "0.1", "--value-loss-coef", "0.5", "--num-processes", "8",
+               "--num-steps", "128", "--num-mini-batch", "4", "--log-interval", "1",
+               "--use-linear-lr-decay", "--entropy-coef", "0.01"]
+# Ours as run: the README's flags, plus each variant's (--ours).
+VARIANTS = {"eager": [], "compile": ["--compile"], "bf16": ["--precision", "bf16"],
+            "compile+bf16": ["--compile", "--precision", "bf16"]}
+
+
+def sb3_case(envs: int, total: int) -> dict:
+    """The README command's settings for fps.run_sb3. Our value loss is 0.5 (R - V)^2 weighted
+    0.5, SB3's (R - V)^2 weighted vf_coef: 0.25."""
+    return dict(algo="ppo", env="PongNoFrameskip-v4", n_envs=envs, n_steps=128, epochs=4,
+                minibatches=4, total=total, lr=2.5e-4, ent=0.01, gae=True, clip=0.1,
+                vf_coef=0.25, lr_decay=True)
+
+
+class GpuBusy:
+    """The GPU's busy share while the block runs: the mean of NVML's utilization.gpu (the share of
+    time a kernel ran, as nvidia-smi shows it) for the GPU torch uses, read every 0.5 s in a
+    thread: through pynvml (``torch.cuda.utilization``), else from nvidia-smi; ``share`` is None
+    where neither answers."""
+
+    def __enter__(self) -> "GpuBusy":
+        self.share, self._samples, self._stop = None, [], threading.Event()
+        self._uuid = f"GPU-{torch.cuda.get_device_properties(0).uuid}"
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _read(self) -> float | None:
+        try:
+            return float(torch.cuda.utilization())
+        except Exception:  # no pynvml (ImportError) or NVML refused (pynvml.NVMLError): nvidia-smi
+            try:
+                out = subprocess.run(["nvidia-smi", "-i", self._uuid, "--query-gpu=utilization.gpu",
+                                      "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+            return float(out.stdout) if out.returncode == 0 and out.stdout.strip().isdigit() else None
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            value = self._read()
+            if value is None:
+                return
+            self._samples.append(value)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self._samples:
+            self.share = sum(self._samples) / len(self._samples) / 100
+
+
+def one_measurement(impl: str, envs: int, seed: int, total: int) -> None:
+    """Runs inside the subprocess: one run, its figures as one JSON line."""
+    if impl == "sb3":
+        import stable_baselines3.common.env_util  # noqa: F401  (imports before the clock)
+    else:
+        train = load_main()
+    with tempfile.TemporaryDirectory() as workdir:
+        start = time.perf_counter()
+        with GpuBusy() as busy:
+            if impl == "sb3":
+                run_sb3(sb3_case(envs, total), seed, workdir, device="cuda")
+            else:
+                argv = README_PONG + VARIANTS[impl] + [
+                    "--num-processes", str(envs), "--num-env-steps", str(total),
+                    "--seed", str(seed), "--log-interval", "1000000", "--save-interval", "1000000",
+                    "--log-dir", os.path.join(workdir, "logs"),
+                    "--save-dir", os.path.join(workdir, "models")]
+                with open(os.devnull, "w") as devnull:
+                    stdout, sys.stdout = sys.stdout, devnull
+                    try:
+                        train(argv)
+                    finally:
+                        sys.stdout = stdout
+        elapsed = time.perf_counter() - start
+        final = last_returns(workdir)
+    from torch._dynamo.utils import calculate_time_spent
+    print(json.dumps({"fps": total / elapsed, "seconds": elapsed, "busy": busy.share,
+                      "compile_s": calculate_time_spent().get("total_wall_time", 0.0),
+                      "return": final}))
+
+
+def measure(impl: str, envs: int, seed: int, total: int) -> dict:
+    """One run in a fresh process -> its figures, or {"refused": main.py's one error line}."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", impl, str(envs),
+                          "--seed", str(seed), "--total", str(total)],
+                         capture_output=True, text=True, cwd=ROOT)
+    if refusal(out):
+        return {"refused": refusal(out)}
+    if out.returncode != 0:
+        raise RuntimeError(f"{impl} with {envs} envs failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def percent(share) -> str:
+    return "-" if share is None else f"{100 * share:.0f}%"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--envs", type=int, nargs="+", default=[8, 16], help="numbers of envs")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2],
+                   help="one alternating round of the impls per seed")
+    p.add_argument("--ours", nargs="+", choices=VARIANTS, default=["eager", "compile"],
+                   help="our variants, a row each (default: eager compile)")
+    p.add_argument("--total", type=int, default=50_000, help="env steps per run (default: 50000)")
+    p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--one", nargs=2, metavar=("IMPL", "ENVS"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        fail("needs a CUDA GPU (torch.cuda.is_available() is False here); on the CPU, "
+             "scripts/bench/fps.py --ours eager compile bf16 measures the same options")
+    if args.one:
+        return one_measurement(args.one[0], int(args.one[1]), args.seed, args.total)
+
+    print(f"{torch.cuda.get_device_name()}, {os.cpu_count()} CPUs; README PPO Pong command, "
+          f"{args.total:,} steps a run, seeds {' '.join(map(str, args.seeds))}")
+    print(f"{'envs':<5}{'impl':<14}{'env-steps/s':>12}{'/ SB3':>8}{'GPU busy':>10}{'compile s':>11}"
+          "   per seed: steps/s (GPU busy)")
+    for envs in args.envs:
+        impls = args.ours + ["sb3"]
+        runs, refused = {impl: [] for impl in impls}, {}
+        for r, seed in enumerate(args.seeds):
+            for impl in impls if r % 2 == 0 else impls[::-1]:
+                if impl not in refused:
+                    result = measure(impl, envs, seed, args.total)
+                    if "refused" in result:
+                        refused[impl] = result["refused"]
+                    else:
+                        runs[impl].append(result)
+        median = {impl: sorted(x["fps"] for x in rs)[len(rs) // 2] for impl, rs in runs.items()
+                  if rs}
+        for impl, rs in runs.items():
+            if impl in refused:
+                print(f"{envs:<5}{impl:<14}refused: {refused[impl]}", flush=True)
+                continue
+            busy = [x["busy"] for x in rs if x["busy"] is not None]
+            compiled = max(x["compile_s"] for x in rs)
+            print(f"{envs:<5}{impl:<14}{median[impl]:>12.0f}{median[impl] / median['sb3']:>7.2f}x"
+                  f"{percent(sum(busy) / len(busy) if busy else None):>10}{compiled:>11.1f}   "
+                  + ", ".join(f"{x['fps']:.0f} ({percent(x['busy'])})" for x in rs), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

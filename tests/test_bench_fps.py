@@ -1,0 +1,29 @@
+"""scripts/bench/fps.py, run as a user runs it, cut to a few updates (--total): a row per impl,
+our variants (--ours) among them, and a row that says so where main.py refuses a variant."""
+import os
+import subprocess
+import sys
+
+from a2c_ppo_acktr.speed import cpu_has_native_bf16
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "bench", "fps.py")
+
+
+def test_variants_get_a_row_each_and_a_refused_one_says_why():
+    proc = subprocess.run([sys.executable, SCRIPT, "--cases", "b", "--seeds", "1", "--total", "640",
+                           "--ours", "eager", "bf16"], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {line.split()[1]: line for line in proc.stdout.splitlines()[1:]
+            if line.startswith("b ") and "ratio" not in line}
+    assert list(rows) == ["ours", "ours+bf16", "sb3"]
+    for impl in ("ours", "sb3"):
+        assert float(rows[impl].split()[2]) > 0, rows[impl]
+    if cpu_has_native_bf16():
+        assert float(rows["ours+bf16"].split()[2]) > 0
+    else:
+        assert rows["ours+bf16"].split(None, 2)[2] == (
+            "refused: --precision bf16 needs a CPU with native bf16 (avx512_bf16 or AMX); this "
+            "one has neither")
+    assert "b    ratio ours/sb3: " in proc.stdout

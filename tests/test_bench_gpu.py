@@ -1,0 +1,53 @@
+"""scripts/bench/gpu.py: the README's Pong command it runs is still the README's; on a machine
+without CUDA one line and exit status 2; on CUDA a short run of each impl (skipped here)."""
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+import torch
+from gpu import README_PONG, sb3_case
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "bench", "gpu.py")
+
+
+def test_it_runs_the_readmes_pong_command_and_sb3_with_its_settings():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read().replace("\\\n", " ")
+    commands = [shlex.split(line)[2:] for line in readme.splitlines()
+                if re.match(r"python main.py --env-name PongNoFrameskip-v4 --algo ppo", line)]
+    assert README_PONG in commands
+
+    def value(flag):
+        return README_PONG[README_PONG.index(flag) + 1]
+    case = sb3_case(8, 1000)
+    assert case["env"] == value("--env-name") and case["lr_decay"]
+    assert (case["clip"], case["lr"], case["ent"]) == (
+        float(value("--clip-param")), float(value("--lr")), float(value("--entropy-coef")))
+    assert (case["n_steps"], case["minibatches"]) == (
+        int(value("--num-steps")), int(value("--num-mini-batch")))
+    # Ours halves the squared error (0.5 weight on 0.5 (R - V)^2): SB3's vf_coef is a quarter.
+    assert case["vf_coef"] == float(value("--value-loss-coef")) / 2
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_without_cuda_it_says_so_in_one_line():
+    proc = subprocess.run([sys.executable, SCRIPT, "--envs", "8"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == ("gpu.py: error: needs a CUDA GPU (torch.cuda.is_available() is "
+                                   "False here); on the CPU, scripts/bench/fps.py --ours eager "
+                                   "compile bf16 measures the same options")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_short_run_on_cuda_prints_a_row_per_impl():
+    proc = subprocess.run([sys.executable, SCRIPT, "--envs", "8", "--seeds", "1", "--total", "2048"],
+                          capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines()[2:]]
+    assert [row[:2] for row in rows] == [["8", "eager"], ["8", "compile"], ["8", "sb3"]]
+    assert all(float(row[2]) > 0 for row in rows) and rows[-1][3] == "1.00x"
