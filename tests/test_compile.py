@@ -27,7 +27,8 @@ from tests.test_main import CARTPOLE_PPO, SHORT, expect_exit_2, monitor_returns,
 
 CPU = torch.device("cpu")
 T, N = 8, 4
-TOLERANCES = {"fp32": dict(rtol=1e-4, atol=1e-5), "bf16": dict(rtol=1e-2, atol=1e-2)}
+TOLERANCES = {"fp32": dict(rtol=1e-4, atol=1e-5), "bf16": dict(rtol=1e-2, atol=1e-2),
+              "cuda": dict(rtol=1e-3, atol=1e-4)}  # cuDNN picks its algorithms per call
 close = functools.partial(torch.testing.assert_close, **TOLERANCES["fp32"])
 # (obs shape, observation dtype, action space, base kwargs): tiny versions of the three bases.
 KINDS = {
@@ -37,22 +38,22 @@ KINDS = {
 }
 
 
-def twins(kind, precision="fp32"):
+def twins(kind, precision="fp32", device=CPU):
     """An eager policy and a copy of it whose act step is compiled."""
     obs_shape, _, space, base_kwargs = KINDS[kind]
     torch.manual_seed(0)
-    eager = Policy(obs_shape, space, base_kwargs=base_kwargs, precision=precision)
+    eager = Policy(obs_shape, space, base_kwargs=base_kwargs, precision=precision).to(device)
     compiled = copy.deepcopy(eager)
-    speed.compile_policy(compiled, CPU)
+    speed.compile_policy(compiled, device)
     return eager, compiled
 
 
-def collect(policy, kind, seed):
+def collect(policy, kind, seed, device=CPU):
     """A rollout of random observations, episode ends and rewards (the same for every policy
     and ``seed``), acted on by ``policy``'s act step with the torch seed ``seed``."""
     obs_shape, obs_dtype, space, _ = KINDS[kind]
     rollouts = RolloutStorage(T, N, obs_shape, space, policy.recurrent_hidden_state_size,
-                              obs_dtype=obs_dtype)
+                              obs_dtype=obs_dtype).to(device)
     data = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     for step in range(T + 1):
@@ -64,7 +65,7 @@ def collect(policy, kind, seed):
         masks = (torch.rand(N, 1, generator=data) > 0.3).float()
         rollouts.insert(obs, hxs, action, log_prob, value, torch.randn(N, 1, generator=data),
                         masks, torch.ones(N, 1))
-    rollouts.compute_returns(torch.zeros(N, 1), True, 0.99, 0.95)
+    rollouts.compute_returns(torch.zeros(N, 1, device=device), True, 0.99, 0.95)
     return rollouts
 
 
@@ -169,24 +170,53 @@ def test_compiled_ppo_solves_cartpole(tmp_path):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_graph_act_step_samples_afresh_and_keeps_its_outputs():
-    """On CUDA the act step replays a CUDA graph: each replay draws new random numbers from the
-    CUDA generator as eager does, and outputs handed out survive the next replay."""
+    """On CUDA the act step replays a CUDA graph: each replay draws new random numbers (sampling
+    from the policy's distribution), returns the log-probabilities of what it drew, and what it
+    handed out survives the next replays."""
     cuda = torch.device("cuda")
     torch.manual_seed(0)
     eager = Policy((3,), spaces.Discrete(5), base_kwargs={"hidden_size": 8}).to(cuda)
     compiled = copy.deepcopy(eager)
     speed.compile_policy(compiled, cuda)
-    obs, hxs, masks = torch.randn(64, 3, device=cuda), torch.zeros(64, 1, device=cuda), \
-        torch.ones(64, 1, device=cuda)
+    n, replays = 64, 150
+    obs = torch.randn(1, 3, device=cuda).expand(n, 3).contiguous()  # one state, n draws a replay
+    hxs, masks = torch.zeros(n, 1, device=cuda), torch.ones(n, 1, device=cuda)
     with torch.inference_mode():
-        for _ in range(3):  # warm-up and recording
-            compiled.act_step(obs, hxs, masks)
-        torch.manual_seed(1)
-        first = compiled.act_step(obs, hxs, masks)
-        second = compiled.act_step(obs, hxs, masks)
-        torch.manual_seed(1)
-        expected = [eager.act(obs, hxs, masks) for _ in range(2)]
-    for got, want in zip((first, second), expected):
-        assert torch.equal(got[1], want[1])
-        close(got[2], want[2])
-    assert not torch.equal(first[1], second[1])
+        acted = [compiled.act_step(obs, hxs, masks) for _ in range(replays)]  # the first record
+        every_action = torch.arange(5, device=cuda).view(5, 1)
+        _, log_probs, _, _ = eager.evaluate_actions(obs[:5], hxs[:5], masks[:5], every_action)
+    probs = log_probs.exp().view(5)
+    actions = torch.cat([a[1] for a in acted]).view(-1)  # each replay's own, not the last one's
+    assert len({tuple(a[1].view(-1).tolist()) for a in acted}) > replays // 2
+    frequencies = torch.bincount(actions, minlength=5).float() / actions.numel()
+    assert (frequencies - probs).abs().max() < 0.03  # 9,600 draws: standard error < 0.0052
+    for _, action, log_prob, _ in acted[-3:]:
+        with torch.inference_mode():
+            _, expected, _, _ = eager.evaluate_actions(obs, hxs, masks, action)
+        close(log_prob, expected)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("kind", KINDS)
+def test_cuda_graph_ppo_update_equals_eager(kind):
+    """On CUDA the loss and its backward replay as CUDA graphs: eager's losses and weights, and
+    nothing recorded or compiled again in later rollouts and updates."""
+    cuda = torch.device("cuda")
+    close = functools.partial(torch.testing.assert_close, **TOLERANCES["cuda"])
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        eager, compiled = twins(kind, device=cuda)
+        rollouts = collect(eager, kind, seed=1, device=cuda)
+        collect(compiled, kind, seed=1, device=cuda)  # the act step warms up and records
+        agents = [PPO(policy, 0.2, 2, 3, 0.5, 0.01, lr=1e-3, eps=1e-5, max_grad_norm=0.5)
+                  for policy in (eager, compiled)]
+        speed.compile_agent(agents[1], cuda)
+        losses = []
+        for agent in agents:
+            torch.manual_seed(2)
+            losses.append(agent.update(rollouts))
+        close(torch.tensor(losses[1]), torch.tensor(losses[0]))
+        assert_same_weights(eager, compiled, close)
+
+        def one_more(j):
+            agents[1].update(collect(compiled, kind, 3 + j, cuda))
+        assert no_recompiles([functools.partial(one_more, j) for j in range(3)]) == 0
