@@ -71,8 +71,7 @@ def value_loss_coef(c):
     return "1.0" if c["algo"] == "ppo" else "0.5"
 
 
-def run_ours(train, c, seed, workdir, extra=(), cuda=False):
-    """Our ``main.py`` on case ``c`` (on the CPU, or on CUDA with ``cuda``), its output silenced."""
+def run_ours(train, c, seed, workdir, extra=()):
     argv = ["--algo", c["algo"], "--env-name", c["env"], "--num-processes", str(c["n_envs"]),
             "--num-steps", str(c["n_steps"]), "--ppo-epoch", str(c["epochs"]),
             "--num-mini-batch", str(c["minibatches"]), "--num-env-steps", str(c["total"]),
@@ -81,13 +80,11 @@ def run_ours(train, c, seed, workdir, extra=(), cuda=False):
             "--max-grad-norm", "0.5",
             "--eps", "1e-5", "--seed", str(seed), "--log-interval", "1000000",
             "--save-interval", "1000000", "--log-dir", os.path.join(workdir, "logs"),
-            "--save-dir", os.path.join(workdir, "models"),
+            "--save-dir", os.path.join(workdir, "models"), "--no-cuda",
             # SB3 always bootstraps episodes cut by a time limit; this is our flag for that.
             "--use-proper-time-limits"]
     if c["gae"]:
         argv.append("--use-gae")
-    if not cuda:
-        argv.append("--no-cuda")
     argv += extra
     with open(os.devnull, "w") as devnull:
         stdout, sys.stdout = sys.stdout, devnull

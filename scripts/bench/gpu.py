@@ -27,7 +27,7 @@ import threading
 import time
 
 import torch
-from fps import ROOT, last_returns, load_main, refusal, run_sb3
+from fps import ROOT, VARIANTS, last_returns, load_main, refusal, run_sb3
 
 from a2c_ppo_acktr.run.arguments import fail
 
@@ -36,9 +36,6 @@ README_PONG = ["--env-name", "PongNoFrameskip-v4", "--algo", "ppo", "--use-gae",
                "--clip-param", "0.1", "--value-loss-coef", "0.5", "--num-processes", "8",
                "--num-steps", "128", "--num-mini-batch", "4", "--log-interval", "1",
                "--use-linear-lr-decay", "--entropy-coef", "0.01"]
-# Ours as run: the README's flags, plus each variant's (--ours).
-VARIANTS = {"eager": [], "compile": ["--compile"], "bf16": ["--precision", "bf16"],
-            "compile+bf16": ["--compile", "--precision", "bf16"]}
 
 
 def sb3_case(envs: int, total: int) -> dict:
