@@ -51,3 +51,32 @@ def test_short_run_on_cuda_prints_a_row_per_impl():
     rows = [line.split() for line in proc.stdout.splitlines()[2:]]
     assert [row[:2] for row in rows] == [["8", "eager"], ["8", "compile"], ["8", "sb3"]]
     assert all(float(row[2]) > 0 for row in rows) and rows[-1][3] == "1.00x"
+
+
+def test_rows_alternate_and_follow_the_documented_format(monkeypatch, capsys):
+    """The loop and its table, with the measurements (a GPU's runs) replaced by given figures."""
+    import gpu
+    figures = {"eager": (1000.0, 1200.0), "compile": (3000.0, 2800.0), "sb3": (400.0, 600.0)}
+    calls = []
+
+    def measure(impl, envs, seed, total):
+        calls.append((impl, seed))
+        if impl == "bf16":
+            return {"refused": "--precision bf16 needs a GPU with native bf16"}
+        return {"fps": figures[impl][seed - 1], "busy": None if impl == "sb3" else 0.25 * seed,
+                "compile_s": 9.5 if impl == "compile" else 0.0}
+    monkeypatch.setattr(gpu, "measure", measure)
+    monkeypatch.setattr(gpu.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpu.torch.cuda, "get_device_name", lambda *args: "Some GPU")
+    gpu.main(["--envs", "8", "--seeds", "1", "2", "--ours", "eager", "compile", "bf16"])
+    # seed 2 runs the other way round; a refused variant is not asked again
+    assert calls == [("eager", 1), ("compile", 1), ("bf16", 1), ("sb3", 1), ("sb3", 2),
+                     ("compile", 2), ("eager", 2)]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Some GPU, ") and "50,000 steps a run, seeds 1 2" in lines[0]
+    assert lines[1:] == [
+        "envs impl           env-steps/s   / SB3  GPU busy  compile s   per seed: steps/s (GPU busy)",
+        "8    eager                 1200   2.00x       38%        0.0   1000 (25%), 1200 (50%)",
+        "8    compile               3000   5.00x       38%        9.5   3000 (25%), 2800 (50%)",
+        "8    bf16          refused: --precision bf16 needs a GPU with native bf16",
+        "8    sb3                    600   1.00x         -        0.0   400 (-), 600 (-)"]
