@@ -27,7 +27,9 @@ from collections.abc import Callable
 
 import torch
 
+from a2c_ppo_acktr.algo.agent import Agent
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.model import Policy
 
 # Where the kernel reports whether a CPU computes in bf16 natively (Linux).
 CPUINFO = "/proc/cpuinfo"
@@ -67,7 +69,7 @@ def compile_fn(fn: Callable, device: torch.device) -> Callable:
     return torch.compile(fn, dynamic=False, options=options)
 
 
-def compile_policy(policy: torch.nn.Module, device: torch.device) -> None:
+def compile_policy(policy: Policy, device: torch.device) -> None:
     """Make ``policy.act_step``, what a rollout calls to act, a compiled ``policy.act``; the
     policy's other methods, its parameters and its state dict are unchanged."""
     act = compile_fn(policy.act, device)
@@ -81,7 +83,7 @@ def compile_policy(policy: torch.nn.Module, device: torch.device) -> None:
     policy.act_step = act_step
 
 
-def compile_agent(agent, device: torch.device) -> None:
+def compile_agent(agent: Agent, device: torch.device) -> None:
     """Compile ``agent.loss`` (PPO, A2C) in place; ``ConfigError`` for ACKTR."""
     if getattr(agent, "acktr", False):
         raise ConfigError("ACKTR cannot be compiled: torch.compile cannot trace K-FAC's hooks")

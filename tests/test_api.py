@@ -81,6 +81,7 @@ MODULES = [
     "a2c_ppo_acktr.envs.episodes", "a2c_ppo_acktr.envs.shmem", "a2c_ppo_acktr.realtime.env",
     "a2c_ppo_acktr.realtime.drone", "a2c_ppo_acktr.rollout", "a2c_ppo_acktr.sampling.async_thread",
     "a2c_ppo_acktr.sampling.ddp", "a2c_ppo_acktr.sampling.ray_learner", "a2c_ppo_acktr.run.history",
+    "a2c_ppo_acktr.speed",
 ]
 DUNDERS = ("__init__", "__len__", "__getitem__")
 
