@@ -91,8 +91,6 @@ class Policy(nn.Module):
             for m in self.modules():
                 if isinstance(m, (nn.Linear, nn.Conv2d)):
                     m.reset_parameters()
-        # What a rollout calls to act: ``act``, or a compiled copy of it (``speed.compile_policy``).
-        self.act_step = self.act
 
     @property
     def is_recurrent(self) -> bool:
@@ -131,6 +129,12 @@ class Policy(nn.Module):
         dist = self.dist(actor_features)
         action = dist.mode() if deterministic else dist.sample()
         return value, action, dist.log_probs(action), rnn_hxs
+
+    def act_step(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What a rollout calls to act: ``act``. ``speed.compile_policy`` replaces it on an
+        instance by a compiled ``act`` (``--compile``); evaluation keeps calling ``act``."""
+        return self.act(inputs, rnn_hxs, masks)
 
     def get_value(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
                   masks: torch.Tensor) -> torch.Tensor:

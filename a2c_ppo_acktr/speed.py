@@ -70,8 +70,8 @@ def compile_fn(fn: Callable, device: torch.device) -> Callable:
 
 
 def compile_policy(policy: Policy, device: torch.device) -> None:
-    """Make ``policy.act_step``, what a rollout calls to act, a compiled ``policy.act``; the
-    policy's other methods, its parameters and its state dict are unchanged."""
+    """Replace ``policy.act_step``, what a rollout calls to act, by a compiled ``policy.act``
+    (on this instance); its other methods, its parameters and its state dict are unchanged."""
     act = compile_fn(policy.act, device)
     if device.type != "cuda":
         policy.act_step = act

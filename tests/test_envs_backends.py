@@ -223,6 +223,8 @@ class _Deterministic(torch.nn.Module):
         action = (obs[:, -1].float().sum(dim=(1, 2)) % 4).long()[:, None] ^ (masks > 0).long()
         return value, action, -value, hxs + masks
 
+    act_step = act  # what a rollout calls (Policy.act_step)
+
 
 def test_pipelined_collection_fills_the_same_storage(two_threads):
     """Two groups stepped in turn (the policy acting on one while the other steps) give the
