@@ -2,7 +2,8 @@
 import glob
 import os
 import tempfile
-from typing import TypeVar
+from collections.abc import Callable
+from typing import IO, Any, Optional, TypeVar
 
 import torch
 import torch.nn as nn
@@ -25,8 +26,10 @@ def _temp_prefix(path):
     return f".{os.path.basename(path)}.tmp-"
 
 
-def save_atomic(state: dict, path: str) -> None:
-    """Write ``state`` (tensors and plain values only) to ``path`` atomically.
+def save_atomic(state: dict, path: str, dump: Optional[Callable[[Any, IO[bytes]], Any]] = None
+                ) -> None:
+    """Write ``state`` (tensors and plain values only) to ``path`` atomically, with ``torch.save``
+    or ``dump(state, binary_file)``.
 
     The data goes to ``.<name>.tmp-XXXX`` in the same directory, which is then renamed over
     ``path``, so a crash mid-write leaves the previous checkpoint intact. An OSError (disk full,
@@ -38,7 +41,7 @@ def save_atomic(state: dict, path: str) -> None:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=_temp_prefix(path))
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+            (dump or torch.save)(state, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -15,7 +15,8 @@ from a2c_ppo_acktr.run.checkpoint import (
 from a2c_ppo_acktr.utils import remove_stale_temporaries
 
 # What a run writes into its log directory (eval/ included); --overwrite removes these only.
-RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", os.path.join("tb", "events.out.*"),
+RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", "config.json",
+             os.path.join("tb", "events.out.*"),
              os.path.join("eval", "*.monitor.csv"), os.path.join("eval", "eval.csv"))
 
 
