@@ -200,3 +200,12 @@ def test_tensorboard_hparams_hold_the_config(run):
                for k, v in start.hparams.items()}
     assert hparams["algo"] == "ppo" and hparams["gamma"] == pytest.approx(0.98)
     assert re.fullmatch(r"[\d.]+.*", hparams["version/torch"])
+
+
+def test_resume_of_a_run_that_saves_nothing_is_one_line(tmp_path, capsys):
+    argv = PPO + ["--log-dir", str(tmp_path / "logs"), "--save-dir", ""]
+    assert main.main(argv) == 0
+    before = files(tmp_path)
+    one_error_line(capsys, ["--resume", run_paths(get_args(argv)).log_dir],
+                   "--resume: this run saves no checkpoint (--save-dir is empty)")
+    assert files(tmp_path) == before

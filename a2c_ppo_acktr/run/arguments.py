@@ -101,10 +101,9 @@ def build_parser():
                    "run/recipes.py; the run's log says what it set); flags given on the command "
                    "line win, wherever they stand. Envs: " + ", ".join(recipes.ENVS))
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN",
-                   help="continue a run (step count, optimizer, normalization, schedule) with "
-                   "its saved flags; RUN: its checkpoint file or log directory, or none to take "
-                   "the run this command names. Only the flags that may change (--num-env-steps, "
-                   "output intervals, device) may be given other values. Logs are appended")
+                   help="continue a run with its saved flags (only --num-env-steps, output and "
+                   "device flags may change): RUN is its log directory or checkpoint; bare, the "
+                   "run this command names. Logs are appended")
     p.add_argument("--overwrite", action="store_true", default=False,
                    help="start a new run even if --save-dir / --log-dir hold one (replacing it)")
     p.add_argument("--vec-env", default="auto", metavar="{" + ",".join(VEC_ENVS) + "}",

@@ -54,6 +54,8 @@ def check_run(args, paths: RunPaths) -> None:
         _check_dir(os.path.dirname(paths.checkpoint), "--save-dir")
     saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
     if args.resume:
+        if paths.checkpoint is None:
+            raise ConfigError("--resume: this run saves no checkpoint (--save-dir is empty)")
         if not saved:
             old = os.path.join(os.path.dirname(paths.checkpoint or ""),
                                env_file_name(args.env_name) + ".pt")
