@@ -99,7 +99,7 @@ def run_config(flags: dict, argv: list[str]) -> dict:
 def write_config(config: dict, log_dir: str) -> str:
     """Write ``config`` to ``<log_dir>/config.json`` atomically; -> its path."""
     path = os.path.join(log_dir, CONFIG_FILE)
-    save_atomic(config, path, dump=lambda obj, f: f.write(json.dumps(obj, indent=1).encode()))
+    save_atomic(config, path, save=lambda obj, f: f.write(json.dumps(obj, indent=1).encode()))
     return path
 
 
