@@ -40,10 +40,6 @@ MAY_CHANGE = {
 }
 
 
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
 def _norm(dest: str, value: Any) -> Any:
     if dest in PATHS and value:
         return os.path.abspath(os.path.expanduser(value))
@@ -143,11 +139,12 @@ def _check_changes(saved: dict, given: dict, source: Optional[str]) -> list[str]
         old = saved[dest]
         if dest in NOT_SAVED or _norm(dest, value) == _norm(dest, old):
             continue
+        flag = recipes.option(dest)
         if dest not in MAY_CHANGE:
             raise ConfigError(
-                f"--resume: {_flag(dest)} {value!r} differs from the run's saved {old!r} ({source}); "
-                f"a resumed run may change only {', '.join(_flag(d) for d in MAY_CHANGE)}")
-        notes.append(f"resume: {_flag(dest)} {value} (saved {old}): {MAY_CHANGE[dest]}")
+                f"--resume: {flag} {value!r} differs from the run's saved {old!r} ({source}); "
+                f"a resumed run may change only {', '.join(map(recipes.option, MAY_CHANGE))}")
+        notes.append(f"resume: {flag} {value} (saved {old}): {MAY_CHANGE[dest]}")
     return notes
 
 
@@ -171,7 +168,7 @@ def _apply_recipe(parser, argv, args, given: dict) -> tuple[argparse.Namespace, 
     parser.set_defaults(**values)
     args = parser.parse_args(argv)
     kept = {d: v for d, v in values.items() if d not in given}
-    changed = [f"{_flag(d)} {given[d]} (recipe: {values[d]})" for d in values
+    changed = [f"{recipes.option(d)} {given[d]} (recipe: {values[d]})" for d in values
                if d in given and given[d] != values[d]]
     return args, (f"recipe {args.recipe} for {args.env_name}: "
                   f"{' '.join(recipes.flags(kept)) or 'nothing'}"
@@ -215,7 +212,7 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
         unknown = sorted(set(flags) - set(known))
         if unknown:
             raise ConfigError(f"--resume: {source} was saved with flags this version does not "
-                              f"know ({', '.join(map(_flag, unknown))}); update a2c_ppo_acktr")
+                              f"know ({', '.join(map(recipes.option, unknown))}); update a2c_ppo_acktr")
         notes += _check_changes({**known, **flags}, given, source)
         parser.set_defaults(**flags)
         args = parser.parse_args(argv)

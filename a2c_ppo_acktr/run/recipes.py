@@ -104,13 +104,18 @@ def settings(env: str, name: str) -> dict[str, Any]:
             "num_env_steps": BUDGETS[suite]}
 
 
+def option(dest: str) -> str:
+    """The ``main.py`` flag of an argparse destination: ``num_env_steps`` -> ``--num-env-steps``."""
+    return "--" + dest.replace("_", "-")
+
+
 def flags(values: dict[str, Any]) -> list[str]:
     """{destination: value} as ``main.py`` flags: True is a bare flag, False and None none."""
     argv = []
     for dest, value in values.items():
         if value is False or value is None:
             continue
-        argv.append("--" + dest.replace("_", "-"))
+        argv.append(option(dest))
         if value is not True:
             argv += [str(v) for v in value] if isinstance(value, list) else [str(value)]
     return argv
