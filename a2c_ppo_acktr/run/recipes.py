@@ -23,7 +23,7 @@ import shlex
 import sys
 from typing import Any
 
-RECIPES = ("original", "tuned")
+RECIPES = ("original", "tuned", "a2c", "acktr")  # a2c, acktr: the original's, on Atari only
 SUITES = {
     "mujoco": ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"),
     "atari": ("PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "BeamRiderNoFrameskip-v4"),
@@ -59,9 +59,17 @@ _TIANSHOU_MUJOCO = {**_PPO, "num_processes": 64, "num_steps": 32, "ppo_epoch": 1
                     "advantage_norm": "none", "no_clipped_value_loss": True,
                     "action_mean_gain": 0.01, "log_std_init": -0.5, "max_grad_norm": 0.5,
                     "clip_param": 0.2}
-# The zoo's Atari PPO is the original's command (it also decays the clip range). Being re-tuned:
-# edit this entry (e.g. "desired_kl": ..., without "use_linear_lr_decay"), or give a game its own.
-_ATARI_TUNED = dict(ORIGINAL["atari"])
+# Atari: the original's command (CleanRL's and the zoo's too: 8 envs x 128 steps, clip 0.1, lr
+# 2.5e-4) with two changes for a short budget. Twice the gradient steps at the same compute: 4
+# epochs of 8 minibatches of 128 instead of 4 of 256. A constant learning rate: the original decays
+# it to 0 over --num-env-steps, so a 2M run spent its last quarter under a quarter of the rate
+# (CleanRL's decay over 10M is still at 85% at 1.5M); constant, a 2M and a 10M run learn alike.
+_ATARI_TUNED = {key: value for key, value in ORIGINAL["atari"].items()
+                if key != "use_linear_lr_decay"} | {"num_mini_batch": 8}
+# The original's A2C and ACKTR Atari commands (its README), beside its PPO one: A2C is main.py's
+# defaults, ACKTR takes 32 envs x 20 steps.
+ORIGINAL_BY_ALGO = {"a2c": {"atari": {"algo": "a2c"}},
+                    "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20}}}
 TUNED = {
     # HalfCheetah and Ant: above the zoo's settings, which were their recipes before.
     "HalfCheetah-v5": _TIANSHOU_MUJOCO,
@@ -95,13 +103,25 @@ def suite_of(env: str) -> str:
 
 
 def settings(env: str, name: str) -> dict[str, Any]:
-    """Recipe ``name`` (original | tuned) for ``env`` with its suite's budget: {argparse
+    """Recipe ``name`` (original | tuned | a2c | acktr) for ``env`` with its suite's budget: {argparse
     destination: value}; ``KeyError`` (one line) for an unknown recipe or an env without one."""
     if name not in RECIPES:
         raise KeyError(f"unknown recipe {name!r}; choose one of: {', '.join(RECIPES)}")
     suite = suite_of(env)
-    return {**(ORIGINAL[suite] if name == "original" else TUNED[env]),
-            "num_env_steps": BUDGETS[suite]}
+    if name in ORIGINAL_BY_ALGO:
+        if suite not in ORIGINAL_BY_ALGO[name]:
+            raise KeyError(f"recipe {name!r} is the original's {name.upper()} command for "
+                           f"{', '.join(ORIGINAL_BY_ALGO[name])} envs, not for {env}")
+        values = ORIGINAL_BY_ALGO[name][suite]
+    else:
+        values = ORIGINAL[suite] if name == "original" else TUNED[env]
+    return {**values, "num_env_steps": BUDGETS[suite]}
+
+
+def names(env: str) -> list[str]:
+    """The recipes ``env`` has: original and tuned, and a2c / acktr where its suite has them."""
+    suite = suite_of(env)
+    return [n for n in RECIPES if n not in ORIGINAL_BY_ALGO or suite in ORIGINAL_BY_ALGO[n]]
 
 
 def option(dest: str) -> str:
