@@ -149,3 +149,15 @@ def test_bf16_run_trains_and_saves_fp32(tmp_path, monkeypatch, capsys):
     assert all(t.dtype == torch.float32 for t in ckpt["actor_critic"].values())
     assert "precision" not in ckpt["policy_kwargs"]
     Policy((4,), spaces.Discrete(2)).load_state_dict(ckpt["actor_critic"])
+
+
+def test_a_resumed_run_may_change_its_precision(tmp_path, monkeypatch, capsys):
+    """The precision is how the network computes, not what the run is: --resume may change it
+    (e.g. on a machine without native bf16), saying so in the log."""
+    monkeypatch.setattr(speed, "cpu_has_native_bf16", lambda: True)
+    argv = SHORT + ["--algo", "ppo", "--num-mini-batch", "2", "--no-cuda", "--precision", "bf16"]
+    run(tmp_path, argv)
+    capsys.readouterr()
+    paths = run(tmp_path, argv + ["--resume", "--num-env-steps", "320", "--precision", "fp32"])
+    assert "resume: --precision fp32 (saved bf16): the network's arithmetic" in capsys.readouterr().out
+    assert load_checkpoint(paths.checkpoint)["env_steps"] == 320
