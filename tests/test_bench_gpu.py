@@ -1,7 +1,6 @@
 """scripts/bench/gpu.py: the README's Pong command it runs is still the README's; on a machine
 without CUDA one line and exit status 2; on CUDA a short run of each impl (skipped here)."""
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -9,6 +8,8 @@ import sys
 import pytest
 import torch
 from gpu import README_PONG, sb3_case
+
+from a2c_ppo_acktr.run import recipes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "bench", "gpu.py")
@@ -18,19 +19,18 @@ def test_it_runs_the_readmes_pong_command_and_sb3_with_its_settings():
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read().replace("\\\n", " ")
     commands = [shlex.split(line)[2:] for line in readme.splitlines()
-                if re.match(r"python main.py --env-name PongNoFrameskip-v4 --algo ppo", line)]
+                if line.startswith("python main.py --env-name PongNoFrameskip-v4")]
     assert README_PONG in commands
-
-    def value(flag):
-        return README_PONG[README_PONG.index(flag) + 1]
-    case = sb3_case(8, 1000)
-    assert case["env"] == value("--env-name") and case["lr_decay"]
-    assert (case["clip"], case["lr"], case["ent"]) == (
-        float(value("--clip-param")), float(value("--lr")), float(value("--entropy-coef")))
-    assert (case["n_steps"], case["minibatches"]) == (
-        int(value("--num-steps")), int(value("--num-mini-batch")))
-    # Ours halves the squared error (0.5 weight on 0.5 (R - V)^2): SB3's vf_coef is a quarter.
-    assert case["vf_coef"] == float(value("--value-loss-coef")) / 2
+    recipe = recipes.settings("PongNoFrameskip-v4", "original")
+    case = sb3_case(16, 4096)
+    assert (case["env"], case["n_envs"], case["total"]) == ("PongNoFrameskip-v4", 16, 4096)
+    assert (case["algo"], case["n_steps"], case["minibatches"], case["lr"], case["ent"],
+            case["clip"], case["gae"], case["lr_decay"]) == (
+        recipe["algo"], recipe["num_steps"], recipe["num_mini_batch"], recipe["lr"],
+        recipe["entropy_coef"], recipe["clip_param"], recipe["use_gae"],
+        recipe["use_linear_lr_decay"])
+    # Ours halves the squared error (0.5 (R - V)^2 weighted --value-loss-coef): SB3's is half.
+    assert case["vf_coef"] == recipe["value_loss_coef"] / 2 and case["epochs"] == 4
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

@@ -3,11 +3,12 @@
     python scripts/bench/gpu.py                                # 8 and 16 envs, seeds 1 2, 50k steps
     python scripts/bench/gpu.py --envs 8 --seeds 1 --total 20480
 
-Runs the README's PPO Pong command (``README_PONG``) on the GPU, as ours eager and ours with
-``--compile`` (add ``--ours ... bf16`` for ``--precision bf16``), and stable-baselines3's PPO with
-the same settings (8 or 16 envs x 128 steps, 4 epochs of 4 minibatches, clip 0.1, the same value
-loss weight, lr 2.5e-4 decaying linearly, entropy 0.01) on the same GPU. Each run is a fresh
-process; the order of the impls alternates seed by seed so that machine noise hits all alike.
+Runs the README's PPO Pong command (``README_PONG``: the original's recipe) on the GPU, as ours
+eager and ours with ``--compile`` (add ``--ours ... bf16`` for ``--precision bf16``), and
+stable-baselines3's PPO with the settings it resolves to (8 or 16 envs x 128 steps, 4 epochs of 4
+minibatches, clip 0.1, the same value loss weight, lr 2.5e-4 decaying linearly, entropy 0.01) on
+the same GPU. Each run is a fresh process; the order of the impls alternates seed by seed so that
+machine noise hits all alike.
 Printed per impl and number of envs (the format is in docs/benchmarks.md, "GPU"): env-steps/s
 (median over seeds; wall time of env and model creation and training, imports excluded, compiling
 included), its ratio to SB3's, the GPU's busy share (NVML's utilization.gpu as nvidia-smi shows
@@ -29,21 +30,20 @@ import time
 import torch
 from fps import ROOT, VARIANTS, last_returns, load_main, refusal, run_sb3
 
-from a2c_ppo_acktr.run.arguments import fail
+from a2c_ppo_acktr.run.arguments import fail, get_args
 
 # The README's Atari PPO command (tests/test_bench_gpu.py checks that the README still shows it).
-README_PONG = ["--env-name", "PongNoFrameskip-v4", "--algo", "ppo", "--use-gae", "--lr", "2.5e-4",
-               "--clip-param", "0.1", "--value-loss-coef", "0.5", "--num-processes", "8",
-               "--num-steps", "128", "--num-mini-batch", "4", "--log-interval", "1",
-               "--use-linear-lr-decay", "--entropy-coef", "0.01"]
+README_PONG = ["--env-name", "PongNoFrameskip-v4", "--recipe", "original"]
 
 
 def sb3_case(envs: int, total: int) -> dict:
-    """The README command's settings for fps.run_sb3. Our value loss is 0.5 (R - V)^2 weighted
-    0.5, SB3's (R - V)^2 weighted vf_coef: 0.25."""
-    return dict(algo="ppo", env="PongNoFrameskip-v4", n_envs=envs, n_steps=128, epochs=4,
-                minibatches=4, total=total, lr=2.5e-4, ent=0.01, gae=True, clip=0.1,
-                vf_coef=0.25, lr_decay=True)
+    """The settings README_PONG resolves to, for fps.run_sb3. Our value loss is 0.5 (R - V)^2
+    weighted --value-loss-coef, SB3's (R - V)^2 weighted vf_coef: half of ours."""
+    a = get_args(README_PONG + ["--num-processes", str(envs), "--num-env-steps", str(total)])
+    return dict(algo=a.algo, env=a.env_name, n_envs=envs, n_steps=a.num_steps, epochs=a.ppo_epoch,
+                minibatches=a.num_mini_batch, total=total, lr=a.lr, ent=a.entropy_coef,
+                gae=a.use_gae, clip=a.clip_param, vf_coef=a.value_loss_coef / 2,
+                lr_decay=a.use_linear_lr_decay)
 
 
 class GpuBusy:
