@@ -384,7 +384,7 @@ def test_resume_with_gail_needs_a_gail_checkpoint(tmp_path, capsys):
               str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
     assert main.main(common + ["--num-env-steps", "32"]) == 0
     _fails(capsys, common + ["--num-env-steps", "64", "--resume", "--gail", "--gail-experts-dir",
-                             experts], "was trained without --gail")
+                             experts], "--gail True differs from the run's saved False")
 
 
 # ----------------------------------------------------------------------------- learning
