@@ -65,7 +65,7 @@ class RolloutStorage:
 
     def insert(self, obs: torch.Tensor, recurrent_hidden_states: torch.Tensor,
                actions: torch.Tensor, action_log_probs: torch.Tensor, value_preds: torch.Tensor,
-               rewards: torch.Tensor, masks: torch.Tensor, bad_masks: torch.Tensor,
+               rewards: torch.Tensor, masks: torch.Tensor, bad_masks: torch.Tensor, *,
                bootstrap_values: torch.Tensor | None = None, columns: slice = slice(None),
                advance: bool = True) -> None:
         """Store one step: ``obs``/``masks`` are those *after* the action (slot step+1).

@@ -51,7 +51,7 @@ def _check_backend(kind: str, spec: EnvSpec, env_name: str, render_mode: str | N
 
 
 def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | None,
-                  log_dir: str | None, device: torch.device | str, allow_early_resets: bool,
+                  log_dir: str | None, device: torch.device | str, allow_early_resets: bool, *,
                   num_frame_stack: int | None = None, vec_env: str = "auto",
                   render_mode: str | None = None, monitor_append: bool = False,
                   num_workers: int | None = None, env_kwargs: dict | None = None,

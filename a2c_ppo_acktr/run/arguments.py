@@ -125,7 +125,7 @@ def build_parser():
     p.add_argument("--gail-reward", default="airl", metavar="{" + ",".join(GAIL_REWARDS) + "}",
                    help="learned reward: airl = log D - log(1 - D) (the original's) | "
                    "gail = -log(1 - D) (default: airl)")
-    # Scale-out (workers.py, distributed.py).
+    # Scale-out (sampling/ray_actors.py, sampling/ddp.py).
     p.add_argument("--num-workers", type=_count, default=0,
                    help="sample on this many Ray rollout workers, each with --num-processes envs "
                    "(default: 0, sample in this process; needs pip install -r requirements-ray.txt)")

@@ -14,16 +14,15 @@ A run is keyed by (algo, env id, seed)::
 which the entry points turn into their ``fail`` line.
 """
 import glob
-import inspect
 import os
 import time
 from typing import Any, NamedTuple, Optional
 
 import torch
 
-from a2c_ppo_acktr.errors import CheckpointError
+from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import freeze_normalization
-from a2c_ppo_acktr.model import Policy, policy_kwargs
+from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.utils import save_atomic
 
 save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain values
@@ -159,11 +158,10 @@ def build_policy(ckpt: dict, path: str, envs) -> Policy:
     check_checkpoint(ckpt, path, ckpt["env_name"], obs_shape, action_space)
     # Checkpoints from before --hidden-size etc. have no "policy_kwargs": the original's network.
     kwargs = ckpt.get("policy_kwargs", {"base_kwargs": {"recurrent": ckpt["recurrent_policy"]}})
-    unknown = sorted(set(kwargs) - set(inspect.signature(Policy).parameters))
-    if unknown:  # saved by a newer version of this package
-        raise CheckpointError(f"{path} was saved with policy settings this version does not know "
-                              f"({', '.join(unknown)}); update a2c_ppo_acktr to load it")
-    policy = Policy(obs_shape, action_space, **kwargs)
+    try:
+        policy = make_policy(obs_shape, action_space, kwargs)
+    except ConfigError as e:  # settings of a newer version of this package
+        raise CheckpointError(f"{path}: {e}") from None
     try:
         policy.load_state_dict(ckpt["actor_critic"])
     except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."

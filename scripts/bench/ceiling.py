@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from cases import CASES
 
-BENCH_FPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_fps.py")
+BENCH_FPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fps.py")
 
 TARGETS = {"a": 3.0, "b": 3.0, "c": 2.0}
 
