@@ -289,12 +289,12 @@ def test_ale_worker_packs_and_checks_its_rollouts():
 
 
 def test_auto_picks_ale_for_atari_and_says_so(capsys, monkeypatch):
-    spec = single._env_spec("ALE/Pong-v5")
-    monkeypatch.setattr(make_module, "_num_cpus", lambda: 2)
+    spec = single.env_spec("ALE/Pong-v5")
+    monkeypatch.setattr(make_module, "num_cpus", lambda: 2)
     assert make_module._auto_vec_env(spec, 8, None) == "ale-pipelined"
     assert make_module._auto_vec_env(spec, 7, None) == "ale"  # no two equal halves
     assert not make_module._auto_vec_env(spec, 8, "rgb_array").startswith("ale")  # no render
-    monkeypatch.setattr(make_module, "_num_cpus", lambda: 1)
+    monkeypatch.setattr(make_module, "num_cpus", lambda: 1)
     assert make_module._auto_vec_env(spec, 8, None) == "ale"  # no second CPU to overlap on
     make_module._announced.clear()
     for _ in range(2):

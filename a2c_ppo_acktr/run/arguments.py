@@ -1,6 +1,6 @@
-"""The command line of ``main.py``: the original's flags, names and defaults, plus the new ones
-(``--vec-env``, ``--resume``, ``--overwrite``, ``--env-kwargs``, ``--async-rollouts``, and the
-network and loss options of the tuned recipes: ``--hidden-size`` ... ``--no-clipped-value-loss``)."""
+"""The command line of ``main.py``: the original's flags, names and defaults, plus new ones
+(``python main.py --help`` lists them all; docs/details.md says which are new and where each is
+explained)."""
 import argparse
 import ast
 import os
@@ -12,10 +12,9 @@ import torch
 from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 from a2c_ppo_acktr.algo.ppo import ADVANTAGE_NORMS
+from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.errors import program
 from a2c_ppo_acktr.model import ACTIVATIONS, INITS
-
-VEC_ENVS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 
 
 def _count(text):
@@ -95,8 +94,8 @@ def build_parser():
                    "normalization, schedule); logs and monitor files are appended")
     p.add_argument("--overwrite", action="store_true", default=False,
                    help="start a new run even if --save-dir / --log-dir hold one (replacing it)")
-    p.add_argument("--vec-env", default="auto", metavar="{" + ",".join(VEC_ENVS) + "}",
-                   help="vectorization: " + " | ".join(VEC_ENVS)
+    p.add_argument("--vec-env", default="auto", metavar="{" + ",".join(VEC_ENV_KINDS) + "}",
+                   help="vectorization: " + " | ".join(VEC_ENV_KINDS)
                    + " (auto: ale for Atari ids, else chosen per env from measurements; see "
                    "README, backends)")
     p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY=VALUE",
@@ -228,8 +227,8 @@ def check_args(args):
     """Reject values that would otherwise fail deep inside torch or silently misbehave."""
     if args.algo not in ALGOS:
         fail(f"unknown --algo {args.algo!r}; choose one of: {', '.join(ALGOS)}")
-    if args.vec_env not in VEC_ENVS:
-        fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENVS)}")
+    if args.vec_env not in VEC_ENV_KINDS:
+        fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENV_KINDS)}")
     for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
                  "save_interval", "save_history", "num_env_steps", "eval_interval",
                  "hidden_size"):

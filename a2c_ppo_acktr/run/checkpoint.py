@@ -10,8 +10,8 @@ A run is keyed by (algo, env id, seed)::
                                               permanent copies (--save-history N), never removed
                                               but by --overwrite
 
-('/' in the env id becomes '_'). Every error here is a ``CheckpointError`` with a one-line message,
-which the entry points turn into their ``fail`` line.
+('/' in the env id becomes '_': ``utils.env_file_name``). Every error here is a
+``CheckpointError`` with a one-line message, which the entry points turn into their ``fail`` line.
 """
 import glob
 import os
@@ -23,7 +23,7 @@ import torch
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import freeze_normalization
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
-from a2c_ppo_acktr.utils import save_atomic
+from a2c_ppo_acktr.utils import env_file_name, save_atomic
 
 save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain values
 
@@ -35,12 +35,6 @@ class RunPaths(NamedTuple):
     log_dir: str
     eval_dir: str
     checkpoint: Optional[str]  # None when saving is off (--save-dir '')
-
-
-def env_file_name(env_name: str) -> str:
-    """The env id as a file name: '/' (namespaced ids such as ALE/Pong-v5) becomes '_'; of
-    gymnasium's ``module:EnvId`` form only the id counts."""
-    return env_name.rpartition(":")[2].replace("/", "_")
 
 
 def run_paths(args: Any) -> RunPaths:
