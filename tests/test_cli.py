@@ -233,19 +233,6 @@ def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
     assert not [f for f in os.listdir(os.path.dirname(path)) if ".tmp-" in f]
 
 
-def test_second_signal_stops_at_once_in_one_line(capsys):
-    from a2c_ppo_acktr.run.interrupt import StopRequest
-
-    previous = signal.getsignal(signal.SIGTERM)
-    with StopRequest() as stop:
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.requested and stop.exit_status == 143
-        with pytest.raises(SystemExit) as exc:
-            os.kill(os.getpid(), signal.SIGTERM)
-    assert exc.value.code == 143 and signal.getsignal(signal.SIGTERM) is previous
-    one_error_line(capsys.readouterr().err, ": SIGTERM again: stopped without saving")
-
-
 # 6. Temporaries of a killed save are removed at the next start, this run's only.
 def test_start_up_removes_this_runs_stale_temporaries(tmp_path, capsys):
     models = tmp_path / "models" / "a2c"

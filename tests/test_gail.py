@@ -142,6 +142,13 @@ def test_update_normalizes_expert_states_with_obsfilt():
 
 # ----------------------------------------------------------------------------- expert data
 
+def test_expert_files_are_named_as_checkpoints_name_the_env():
+    """'/' of namespaced ids becomes '_'; of module:EnvId only the id counts (no ':' in names)."""
+    assert expert_path("d", "CartPole-v1") == os.path.join("d", "trajs_CartPole-v1.pt")
+    assert expert_path("d", "ALE/Pong-v5") == os.path.join("d", "trajs_ALE_Pong-v5.pt")
+    assert expert_path("d", "tests.toy_envs:DictObs-v0") == os.path.join("d", "trajs_DictObs-v0.pt")
+
+
 def test_expert_dataset_subsamples_chosen_trajectories(tmp_path):
     # states[i, t] = (i, t), padding marked -1; actions[i, t] = 10 * i + t.
     lengths = [100, 65, 40, 90, 59]
