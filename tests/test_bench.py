@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts",
-                      "bench_ceiling.py")
+                      "bench", "ceiling.py")
 
 
 def test_ceiling_parts_are_timed():

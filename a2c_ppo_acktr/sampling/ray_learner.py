@@ -34,7 +34,8 @@ from a2c_ppo_acktr.sampling.ray_actors import (
 )
 from a2c_ppo_acktr.storage import RolloutStorage
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # uploaded to a Ray cluster
+# The repository (a2c_ppo_acktr/sampling/ -> the root): uploaded to a Ray cluster.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class WorkerGroup:

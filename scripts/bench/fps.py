@@ -40,7 +40,7 @@ import time
 from a2c_ppo_acktr.envs.episodes import load_run
 from cases import CASES
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 
 
 def load_main():
@@ -173,7 +173,7 @@ def main(argv=None):
     print(f"{'case':<5}{'impl':<6}{'env-steps/s':>13}{'peak MB':>10}{'return':>9}   per seed: fps/return")
     for case in args.cases:
         if case == "e":
-            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_envs.py")],
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench", "envs.py")],
                            check=True)
             continue
         other = args.against
