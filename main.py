@@ -31,6 +31,7 @@ from a2c_ppo_acktr.run.checkpoint import (
     run_paths,
     save_checkpoint,
 )
+from a2c_ppo_acktr.run.config import write_config
 from a2c_ppo_acktr.run.interrupt import StopRequest
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
 from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
@@ -105,6 +106,8 @@ def start(args) -> Run:
     try:
         envs, actor_critic, agent, discr, expert_loader = build_run(args, paths, device, resumed,
                                                                     rank)
+        if lead:
+            write_config(args.config, paths.log_dir)
         if ddp:
             ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
             if resumed and rank:
@@ -122,6 +125,8 @@ def start(args) -> Run:
     if lead:  # the run has started: what it should know, then where its files go
         for warning in args.warnings:
             warn(warning)
+        for note in args.notes:  # the recipe's values, or what a resumed run changed
+            print(note, flush=True)
         print(f"run files: logs {paths.log_dir}/, checkpoint "
               f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
         total = updates.stop * steps_per_update
@@ -129,7 +134,7 @@ def start(args) -> Run:
               + (f" (--num-env-steps {args.num_env_steps:,} rounded down to whole updates)"
                  if total != args.num_env_steps else "")
               + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
-        logs = [ScalarLogger(paths.log_dir, append=bool(resumed)),
+        logs = [ScalarLogger(paths.log_dir, append=bool(resumed), hparams=args.config),
                 ScalarLogger(paths.eval_dir, "eval.csv", tensorboard=False, append=bool(resumed))
                 if args.eval_interval is not None else None]
     gail = None if discr is None else functools.partial(

@@ -268,6 +268,11 @@ def test_help_and_mistyped_flags(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "A2C, PPO, ACKTR and GAIL" in out and "--algo {a2c,ppo,acktr}" in out
+    # the recipes and the envs they exist for; that the command line wins; --resume's forms
+    flat = " ".join(out.split())
+    assert "--recipe {original,tuned}" in flat and "flags given on the command line win" in flat
+    assert "HalfCheetah-v5" in flat and "PongNoFrameskip-v4" in flat
+    assert "--resume [RUN]" in flat and "--lr-decay-horizon STEPS" in flat
     expect_exit_2(capsys, ["--lrr", "3"], "error: unrecognized arguments: --lrr 3 (see --help)")
     expect_exit_2(capsys, ["--lr", "fast"], "argument --lr: invalid float value: 'fast'")
 

@@ -222,7 +222,8 @@ def test_resume_refuses_bad_checkpoints(tmp_path, capsys):
     with open(acrobot, "wb") as f, open(cartpole, "rb") as g:
         f.write(g.read())
     acrobot_argv = [a if a != "CartPole-v1" else "Acrobot-v1" for a in argv]
-    expect_exit_2(capsys, acrobot_argv + ["--resume"], "expected 'Acrobot-v1'")
+    expect_exit_2(capsys, acrobot_argv + ["--resume"],
+                  "--env-name 'Acrobot-v1' differs from the run's saved 'CartPole-v1'")
     # Same env name, other action space.
     ckpt = load_checkpoint(cartpole)
     ckpt["action_space"] = "Discrete(3)"

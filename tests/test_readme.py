@@ -3,9 +3,9 @@
 The commands of the fenced ``bash`` blocks run one after another in one fresh directory, as a
 user going through the README would run them (later commands use what earlier ones made: an
 expert file, a checkpoint to resume or watch, logs to plot). The only changes: training runs are
-cut to one update (``--num-env-steps``), and main.py's default ``--log-dir /tmp/gym`` becomes one
-inside that directory. A command followed by a comment line ``# main.py: error: ...`` must fail
-with exit status 2 and that line on stderr, with no traceback.
+cut to one update (``--num-env-steps``; each resume of a run, one more), and main.py's default
+``--log-dir /tmp/gym`` becomes one inside that directory. A command followed by a comment line
+``# main.py: error: ...`` must fail with exit status 2 and that line on stderr, with no traceback.
 
 The commands that are slow even at one update (MuJoCo video, Atari, Ray, torchrun) run in a
 second chain, marked ``slow``, in a directory of their own, so that under ``pytest -n 2`` the two
@@ -19,6 +19,8 @@ import sys
 import time
 
 import pytest
+
+from a2c_ppo_acktr.run import recipes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY_POINTS = ("main.py", "enjoy.py", "gail_experts", "scripts")
@@ -78,11 +80,25 @@ def _runnable(argv):
     if env_free[:1] == ["torchrun"]:
         return True
     return env_free[:1] in (["python"], ["python3"]) and len(env_free) > 1 and \
-        env_free[1].startswith(ENTRY_POINTS)
+        (env_free[1].startswith(ENTRY_POINTS) or env_free[1] == "-m" and len(env_free) > 2
+         and env_free[2].startswith("a2c_ppo_acktr."))  # python -m a2c_ppo_acktr.run.export
 
 
 def _flag(argv, name, default):
-    return int(float(argv[argv.index(name) + 1])) if name in argv else default
+    """An integer flag's value in ``argv``, else its ``--recipe``'s, else ``default``."""
+    if name in argv:
+        return int(float(argv[argv.index(name) + 1]))
+    if "--recipe" in argv:
+        values = recipes.settings(argv[argv.index("--env-name") + 1],
+                                  argv[argv.index("--recipe") + 1])
+        return values.get(name[2:].replace("-", "_"), default)
+    return default
+
+
+def _resumes_a_path(argv):
+    """``--resume RUN``: the run's own directories, from its saved flags."""
+    at = argv.index("--resume") if "--resume" in argv else None
+    return at is not None and at + 1 < len(argv) and not argv[at + 1].startswith("--")
 
 
 def _set(argv, name, value):
@@ -92,22 +108,24 @@ def _set(argv, name, value):
         argv += [name, str(value)]
 
 
-def shorten(argv, sandbox):
-    """The same command cut to one update (main.py), with its env variables apart."""
+def shorten(argv, sandbox, resumed=0):
+    """The same command cut to one update (main.py), or to ``resumed`` + 1 updates for the
+    ``resumed``-th resume of a run, with its env variables apart."""
     env = dict(a.split("=", 1) for a in argv if re.match(r"^[A-Z_]+=", a))
     argv = [a for a in argv if not re.match(r"^[A-Z_]+=", a)]
     if argv[0].startswith("python"):
         argv[0] = sys.executable
     elif argv[0] == "torchrun":  # the one installed beside this Python
         argv[0] = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    script = next(a for a in argv if a.endswith(".py"))
+    script = next((a for a in argv if a.endswith(".py")), "")  # "": python -m <module>
     if script == "main.py":
         ranks = _flag(argv, "--nproc_per_node", 1)
         updates = UPDATES.get(argv[argv.index("--log-dir") + 1], 1) if "--log-dir" in argv else 1
+        updates += resumed
         one_update = (_flag(argv, "--num-processes", 16) * _flag(argv, "--num-steps", 5)
                       * max(_flag(argv, "--num-workers", 0), 1) * ranks)
         _set(argv, "--num-env-steps", updates * one_update)
-        if "--log-dir" not in argv:
+        if "--log-dir" not in argv and not _resumes_a_path(argv):
             argv += ["--log-dir", os.path.join(sandbox, "gym")]
     elif script.endswith("benchmark.py"):
         _set(argv, "--num-env-steps", 4096)
@@ -141,12 +159,13 @@ def run_chain(tmp_path, slow):
     env.pop("DISPLAY", None)  # enjoy.py's windows: none on a test machine
     # this checkout's package, in worker processes too (not another one installed editable)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
-    times = []
+    times, resumed = [], 0
     for start, commands in readme_blocks():
         for argv, expected in commands:
             if not _runnable(argv) or _slow(argv) != slow or _needs_missing_ray(argv):
                 continue
-            cmd, extra_env = shorten(list(argv), str(tmp_path))
+            resumed += "--resume" in argv  # each resume of a run trains one update more
+            cmd, extra_env = shorten(list(argv), str(tmp_path), resumed if "--resume" in argv else 0)
             began = time.perf_counter()
             proc = subprocess.run(cmd, cwd=tmp_path, env={**env, **extra_env},
                                   capture_output=True, text=True, timeout=600)
@@ -195,18 +214,3 @@ def test_relative_links_of_readme_and_docs_exist():
             if not os.path.exists(os.path.join(os.path.dirname(page), path)):
                 missing.append(f"{os.path.relpath(page, ROOT)}: {target}")
     assert not missing, missing
-
-
-def test_tuned_commands_are_the_recipes():
-    """The README's tuned MuJoCo commands are recipes.py's, so that results and docs agree."""
-    from a2c_ppo_acktr.run import recipes
-    shown = {}
-    for _, cmds in readme_blocks():
-        for argv, _ in cmds:
-            if "--log-dir" in argv and argv[argv.index("--log-dir") + 1].startswith("logs/tuned-"):
-                shown[argv[argv.index("--env-name") + 1]] = argv
-    assert sorted(shown) == sorted(recipes.SUITES["mujoco"])
-    for env, argv in shown.items():
-        cut = argv.index("--log-dir")
-        assert argv[cut:cut + 4:2] == ["--log-dir", "--save-dir"] and len(argv) == cut + 4
-        assert argv[:cut] == recipes.command(env, "tuned")[:-2], env  # without "--seed 1"

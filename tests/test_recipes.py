@@ -28,13 +28,58 @@ SB3_SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("name", recipes.RECIPES)
-@pytest.mark.parametrize("env", ALL_ENVS)
+PAIRS = [(env, name) for env in ALL_ENVS for name in recipes.names(env)]
+
+
+@pytest.mark.parametrize("env, name", PAIRS)
 def test_every_recipe_is_a_valid_main_command(env, name):
     argv = recipes.command(env, name)
     assert argv[:4] == ["python", "main.py", "--env-name", env]
     args = get_args(argv[2:])  # check_args would exit on a bad combination
     assert args.num_env_steps == recipes.BUDGETS[recipes.suite_of(env)]
+
+
+@pytest.mark.parametrize("env, name", PAIRS)
+def test_recipe_flag_gives_the_printed_command(env, name):
+    """``--recipe`` sets what ``python -m a2c_ppo_acktr.run.recipes`` prints, budget included."""
+    by_flag = vars(get_args(["--env-name", env, "--recipe", name]))
+    by_command = vars(get_args(recipes.command(env, name)[2:]))
+    for key in ("recipe", "notes", "config"):
+        by_flag.pop(key), by_command.pop(key)
+    assert by_flag == by_command
+
+
+def test_recipe_tuned_sets_its_values_and_explicit_flags_win(capsys):
+    values = recipes.settings("HalfCheetah-v5", "tuned")
+    args = get_args(["--env-name", "HalfCheetah-v5", "--recipe", "tuned"])
+    assert {dest: getattr(args, dest) for dest in values} == values
+    assert (args.num_processes, args.advantage_norm, args.num_env_steps) == (64, "none", 1_000_000)
+    assert args.notes == ["recipe tuned for HalfCheetah-v5: " + " ".join(recipes.flags(values))]
+    # before or after --recipe, a flag given wins; the log line says which
+    for argv in (["--lr", "1e-4", "--env-name", "HalfCheetah-v5", "--recipe", "tuned"],
+                 ["--env-name", "HalfCheetah-v5", "--recipe", "tuned", "--lr", "1e-4"]):
+        args = get_args(argv)
+        assert args.lr == 1e-4
+        assert {d: getattr(args, d) for d in values if d != "lr"} == {
+            d: v for d, v in values.items() if d != "lr"}
+        assert args.notes[0].endswith("; from the command line: --lr 0.0001 (recipe: 0.0003)")
+        assert " --lr " not in args.notes[0].split(";")[0]
+    assert args.config["flags"]["recipe"] == "tuned"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--env-name", "HalfCheetah-v5", "--recipe", "best"],
+     "--recipe best: unknown recipe 'best'; choose one of: original, tuned, a2c, acktr"),
+    (["--env-name", "CartPole-v1", "--recipe", "acktr"],
+     "--recipe acktr: recipe 'acktr' is the original's ACKTR command for atari envs, not for "
+     "CartPole-v1"),
+    (["--env-name", "Pendulum-v1", "--recipe", "tuned"],
+     "--recipe tuned: no recipes for 'Pendulum-v1'; known: HalfCheetah-v5")])
+def test_unknown_recipe_or_env_exits_2_in_one_line(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        get_args(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
 
 
 def test_tuned_halfcheetah_has_tianshous_batch_sizes():

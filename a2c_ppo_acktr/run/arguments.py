@@ -13,8 +13,10 @@ from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 from a2c_ppo_acktr.algo.ppo import ADVANTAGE_NORMS
 from a2c_ppo_acktr.envs import VEC_ENV_KINDS
-from a2c_ppo_acktr.errors import program
+from a2c_ppo_acktr.errors import Error, program
 from a2c_ppo_acktr.model import ACTIVATIONS, INITS
+from a2c_ppo_acktr.run import recipes
+from a2c_ppo_acktr.run.config import resolve
 
 
 def _count(text):
@@ -29,7 +31,12 @@ def _count(text):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (``fail``), not the usage and then the error."""
+    """An ArgumentParser whose errors are one line (``fail``), not the usage and then the error,
+    and which takes no abbreviations: ``--num-env 1024`` is an error, not ``--num-env-steps``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         fail(f"{message} (see --help)", prog=self.prog)
@@ -88,10 +95,19 @@ def build_parser():
     p.add_argument("--recurrent-policy", action="store_true", default=False,
                    help="use a recurrent (GRU) policy")
     p.add_argument("--use-linear-lr-decay", action="store_true", default=False,
-                   help="decay the learning rate linearly to 0")
-    p.add_argument("--resume", action="store_true", default=False,
-                   help="continue the run saved in --save-dir (same step count, optimizer, "
-                   "normalization, schedule); logs and monitor files are appended")
+                   help="decay the learning rate linearly to 0 at --lr-decay-horizon")
+    p.add_argument("--lr-decay-horizon", type=_count, default=None, metavar="STEPS",
+                   help="env steps at which --use-linear-lr-decay reaches 0 (default: the run's "
+                   "--num-env-steps when it started; kept when a resumed run is extended)")
+    p.add_argument("--recipe", default=None, metavar="{" + ",".join(recipes.RECIPES) + "}",
+                   help="set the flags of a named recipe for --env-name, its --num-env-steps "
+                   "budget included: original (the original's command) | tuned (a2c_ppo_acktr/"
+                   "run/recipes.py; the run's log says what it set); flags given on the command "
+                   "line win, wherever they stand. Envs: " + ", ".join(recipes.ENVS))
+    p.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN",
+                   help="continue a run with its saved flags (only --num-env-steps, output and "
+                   "device flags may change): RUN is its log directory or checkpoint; bare, the "
+                   "run this command names. Logs are appended")
     p.add_argument("--overwrite", action="store_true", default=False,
                    help="start a new run even if --save-dir / --log-dir hold one (replacing it)")
     p.add_argument("--vec-env", default="auto", metavar="{" + ",".join(VEC_ENV_KINDS) + "}",
@@ -231,7 +247,7 @@ def check_args(args):
         fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENV_KINDS)}")
     for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
                  "save_interval", "save_history", "num_env_steps", "eval_interval",
-                 "hidden_size"):
+                 "hidden_size", "lr_decay_horizon"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             fail(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
@@ -255,6 +271,8 @@ def check_args(args):
             fail(f"--desired-kl adapts PPO's learning rate; --algo {args.algo} does not use it")
         if args.use_linear_lr_decay:
             fail("--desired-kl and --use-linear-lr-decay both set the learning rate: drop one")
+    if args.lr_decay_horizon is not None and not args.use_linear_lr_decay:
+        fail("--lr-decay-horizon is the horizon of --use-linear-lr-decay, which is off")
     if not args.action_mean_gain > 0:
         fail(f"--action-mean-gain must be positive, got {args.action_mean_gain}")
     if args.action_mean_gain != 1.0 and args.init == "default":
@@ -285,7 +303,12 @@ def check_args(args):
 
 
 def get_args(argv=None):
-    args = build_parser().parse_args(argv)
+    """main.py's arguments: defaults, --recipe, the saved flags on --resume, the command line
+    (run/config.py); checked, with ``notes`` and ``config`` for the run's log and files."""
+    try:
+        args = resolve(build_parser(), argv)
+    except Error as e:
+        fail(str(e))
     check_args(args)
     args.env_kwargs = parse_env_kwargs(args.env_kwargs)
     if args.no_cuda:

@@ -23,7 +23,7 @@ DEFAULT_THREADS = torch.get_num_threads()
 
 def make_agent(args, actor_critic: Policy) -> algo.Agent:
     """The ``--algo`` agent on ``actor_critic``; ``ConfigError`` for an unknown name."""
-    horizon = args.num_env_steps if args.use_linear_lr_decay else None
+    horizon = args.lr_decay_horizon if args.use_linear_lr_decay else None
     if args.algo == "ppo":
         return algo.PPO(actor_critic, args.clip_param, args.ppo_epoch, args.num_mini_batch,
                         args.value_loss_coef, args.entropy_coef, lr=args.lr, eps=args.eps,

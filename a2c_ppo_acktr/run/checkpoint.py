@@ -102,6 +102,7 @@ def checkpoint_state(args, actor_critic, agent, envs, env_steps: int, obs_rms: O
         "policy_kwargs": policy_kwargs(args),  # the network's shape, for enjoy.py
         "gail": discr.full_state_dict() if discr is not None else None,
         "saved_at": time.time(),  # wall clock: --resume drops the log rows written after it
+        "config": args.config,  # the run's flags, versions, commit (run/config.py): --resume
     }
 
 

@@ -13,10 +13,12 @@ class ScalarLogger:
 
     The first row fixes the CSV columns; later rows may omit columns (left empty) but may not add
     new ones, so the file stays one table any CSV reader loads. With ``append=True`` an existing
-    file is continued (a resumed run) instead of replaced.
+    file is continued (a resumed run) instead of replaced. ``hparams``: a run's config
+    (run/config.py), shown in TensorBoard's HPARAMS tab.
     """
 
-    def __init__(self, log_dir, filename="progress.csv", tensorboard=True, append=False):
+    def __init__(self, log_dir, filename="progress.csv", tensorboard=True, append=False,
+                 hparams=None):
         os.makedirs(log_dir, exist_ok=True)
         self.path = os.path.join(log_dir, filename)
         self._file = None
@@ -37,6 +39,9 @@ class ScalarLogger:
                 SummaryWriter = None
             if SummaryWriter is not None:
                 self._tb = SummaryWriter(os.path.join(log_dir, "tb"))
+                if hparams is not None:
+                    # run_name ".": into tb/ itself, beside the scalars, not a subdirectory
+                    self._tb.add_hparams(tensorboard_hparams(hparams), {}, run_name=".")
 
     def log(self, row, step):
         if self._writer is None:
@@ -59,6 +64,14 @@ class ScalarLogger:
             self._file.close()
         if self._tb is not None:
             self._tb.close()
+
+
+def tensorboard_hparams(config: dict) -> dict:
+    """A run's config as the flat {name: int | float | str | bool} TensorBoard's hparams take."""
+    flat = {**config["flags"], **{f"version/{k}": v for k, v in config["versions"].items()},
+            **{f"git/{k}": v for k, v in config["git"].items()}}
+    return {k: v if isinstance(v, (int, float, str, bool)) else
+            " ".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in flat.items()}
 
 
 class ProgressLine:

@@ -1,8 +1,10 @@
-"""Benchmark recipes: the ``main.py`` flags of each suite's envs, the original's and tuned ones.
+"""Recipes: the ``main.py`` flags of each suite's envs, the original's and tuned ones, as data.
 
-One place for ``scripts/benchmark.py`` and the commands in docs/results.md. A recipe holds every
-flag except ``--env-name``, ``--num-env-steps``, ``--seed`` and the output directories.
-``python -m a2c_ppo_acktr.run.recipes HalfCheetah-v5 tuned`` prints the full command.
+``main.py --env-name HalfCheetah-v5 --recipe tuned`` runs one (flags given on the command line
+win), ``scripts/benchmark.py`` runs suites of them, docs/results.md gives what they reached. A
+recipe holds every flag except ``--env-name``, ``--seed`` and the output directories; its
+``--num-env-steps`` is the suite's budget (``BUDGETS``). ``python -m a2c_ppo_acktr.run.recipes
+HalfCheetah-v5 tuned`` prints the full command.
 
 The tuned HalfCheetah and Ant recipes follow Tianshou's MuJoCo PPO example
 (examples/mujoco/mujoco_ppo.py): 2048 steps per update from many envs at once, minibatches of 64,
@@ -19,38 +21,55 @@ minibatch, no value clipping, and no 1/2 on the squared error: its ``vf_coef`` c
 import argparse
 import shlex
 import sys
+from typing import Any
 
-RECIPES = ("original", "tuned")
+RECIPES = ("original", "tuned", "a2c", "acktr")  # a2c, acktr: the original's, on Atari only
 SUITES = {
     "mujoco": ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"),
     "atari": ("PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "BeamRiderNoFrameskip-v4"),
     "classic": ("CartPole-v1", "Acrobot-v1"),
 }
 BUDGETS = {"mujoco": 1_000_000, "atari": 10_000_000, "classic": 100_000}
+ENVS = tuple(env for envs in SUITES.values() for env in envs)
 
-_PPO = "--algo ppo --use-gae --log-interval 1"
+# A recipe maps main.py's argparse destinations to values: "lr": 3e-4 is --lr 3e-4, True a bare
+# flag (--use-gae). What it leaves out keeps main.py's default (the original's).
+_PPO = {"algo": "ppo", "use_gae": True, "log_interval": 1}
 ORIGINAL = {  # the original's README commands (classic: this project's CartPole quick start)
-    "mujoco": f"{_PPO} --num-steps 2048 --num-processes 1 --lr 3e-4 --entropy-coef 0 "
-              "--value-loss-coef 0.5 --ppo-epoch 10 --num-mini-batch 32 --gamma 0.99 "
-              "--gae-lambda 0.95 --use-linear-lr-decay --use-proper-time-limits",
-    "atari": f"{_PPO} --lr 2.5e-4 --clip-param 0.1 --value-loss-coef 0.5 --num-processes 8 "
-             "--num-steps 128 --num-mini-batch 4 --use-linear-lr-decay --entropy-coef 0.01",
-    "classic": f"{_PPO} --num-processes 8 --num-steps 32 --num-mini-batch 1 --ppo-epoch 20 "
-               "--gae-lambda 0.8 --entropy-coef 0 --lr 1e-3 --use-linear-lr-decay "
-               "--use-proper-time-limits",
+    "mujoco": {**_PPO, "num_steps": 2048, "num_processes": 1, "lr": 3e-4, "entropy_coef": 0.0,
+               "value_loss_coef": 0.5, "ppo_epoch": 10, "num_mini_batch": 32, "gamma": 0.99,
+               "gae_lambda": 0.95, "use_linear_lr_decay": True, "use_proper_time_limits": True},
+    "atari": {**_PPO, "lr": 2.5e-4, "clip_param": 0.1, "value_loss_coef": 0.5, "num_processes": 8,
+              "num_steps": 128, "num_mini_batch": 4, "use_linear_lr_decay": True,
+              "entropy_coef": 0.01},
+    "classic": {**_PPO, "num_processes": 8, "num_steps": 32, "num_mini_batch": 1, "ppo_epoch": 20,
+                "gae_lambda": 0.8, "entropy_coef": 0.0, "lr": 1e-3, "use_linear_lr_decay": True,
+                "use_proper_time_limits": True},
 }
 
-_SB3_MUJOCO = (f"{_PPO} --num-processes 1 --use-proper-time-limits --advantage-norm minibatch "
-               "--no-clipped-value-loss")
-_CLEANRL_MUJOCO = (f"{ORIGINAL['mujoco']} --advantage-norm minibatch --action-mean-gain 0.01 "
-                   "--log-std-init -0.7")
-_BIG_RELU = "--hidden-size 256 --activation relu --log-std-init -2 --init default"
+_SB3_MUJOCO = {**_PPO, "num_processes": 1, "use_proper_time_limits": True,
+               "advantage_norm": "minibatch", "no_clipped_value_loss": True}
+_CLEANRL_MUJOCO = {**ORIGINAL["mujoco"], "advantage_norm": "minibatch", "action_mean_gain": 0.01,
+                   "log_std_init": -0.7}
+_BIG_RELU = {"hidden_size": 256, "activation": "relu", "log_std_init": -2.0, "init": "default"}
 # 64 envs x 32 steps = Tianshou's 2048 per update; 32 minibatches of 64.
-_TIANSHOU_MUJOCO = (f"{_PPO} --num-processes 64 --num-steps 32 --ppo-epoch 10 --num-mini-batch 32 "
-                    "--lr 3e-4 --entropy-coef 0 --value-loss-coef 0.5 --gamma 0.99 "
-                    "--gae-lambda 0.95 --use-proper-time-limits --advantage-norm none "
-                    "--no-clipped-value-loss --action-mean-gain 0.01 --log-std-init -0.5 "
-                    "--max-grad-norm 0.5 --clip-param 0.2")
+_TIANSHOU_MUJOCO = {**_PPO, "num_processes": 64, "num_steps": 32, "ppo_epoch": 10,
+                    "num_mini_batch": 32, "lr": 3e-4, "entropy_coef": 0.0, "value_loss_coef": 0.5,
+                    "gamma": 0.99, "gae_lambda": 0.95, "use_proper_time_limits": True,
+                    "advantage_norm": "none", "no_clipped_value_loss": True,
+                    "action_mean_gain": 0.01, "log_std_init": -0.5, "max_grad_norm": 0.5,
+                    "clip_param": 0.2}
+# Atari: the original's command (CleanRL's and the zoo's too: 8 envs x 128 steps, clip 0.1, lr
+# 2.5e-4) with two changes for a short budget. Twice the gradient steps at the same compute: 4
+# epochs of 8 minibatches of 128 instead of 4 of 256. A constant learning rate: the original decays
+# it to 0 over --num-env-steps, so a 2M run spent its last quarter under a quarter of the rate
+# (CleanRL's decay over 10M is still at 85% at 1.5M); constant, a 2M and a 10M run learn alike.
+_ATARI_TUNED = {key: value for key, value in ORIGINAL["atari"].items()
+                if key != "use_linear_lr_decay"} | {"num_mini_batch": 8}
+# The original's A2C and ACKTR Atari commands (its README), beside its PPO one: A2C is main.py's
+# defaults, ACKTR takes 32 envs x 20 steps.
+ORIGINAL_BY_ALGO = {"a2c": {"atari": {"algo": "a2c"}},
+                    "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20}}}
 TUNED = {
     # HalfCheetah and Ant: above the zoo's settings, which were their recipes before.
     "HalfCheetah-v5": _TIANSHOU_MUJOCO,
@@ -59,20 +78,19 @@ TUNED = {
     # advantages per minibatch) plus SB3's small initial action mean (gain 0.01) and a narrower
     # start (std 0.5); Hopper also drops value clipping. The zoo's stood still or fell on Hopper;
     # Tianshou's did no better on either.
-    "Hopper-v5": f"{_CLEANRL_MUJOCO} --no-clipped-value-loss",
+    "Hopper-v5": {**_CLEANRL_MUJOCO, "no_clipped_value_loss": True},
     "Walker2d-v5": _CLEANRL_MUJOCO,
     # Humanoid: the zoo's, made for 10M steps; at 1M level with the original's, above Tianshou's.
-    "Humanoid-v5": f"{_SB3_MUJOCO} {_BIG_RELU} --num-steps 512 --num-mini-batch 2 --ppo-epoch 5 "
-                   "--lr 3.56987e-5 --gamma 0.95 --gae-lambda 0.9 --clip-param 0.3 "
-                   "--entropy-coef 0.00238306 --value-loss-coef 0.863784 --max-grad-norm 2",
-    # The zoo's Atari PPO is the original's command (it also decays the clip range).
-    **{env: ORIGINAL["atari"] for env in SUITES["atari"]},
-    "CartPole-v1": f"{_PPO} --num-processes 8 --num-steps 32 --num-mini-batch 1 --ppo-epoch 20 "
-                   "--gamma 0.98 --gae-lambda 0.8 --entropy-coef 0 --lr 1e-3 "
-                   "--use-linear-lr-decay --use-proper-time-limits",
-    "Acrobot-v1": f"{_PPO} --num-processes 16 --num-steps 256 --num-mini-batch 64 --ppo-epoch 4 "
-                  "--lr 3e-4 --gamma 0.99 --gae-lambda 0.94 --entropy-coef 0 "
-                  "--advantage-norm minibatch --no-clipped-value-loss --use-proper-time-limits",
+    "Humanoid-v5": {**_SB3_MUJOCO, **_BIG_RELU, "num_steps": 512, "num_mini_batch": 2,
+                    "ppo_epoch": 5, "lr": 3.56987e-5, "gamma": 0.95, "gae_lambda": 0.9,
+                    "clip_param": 0.3, "entropy_coef": 0.00238306, "value_loss_coef": 0.863784,
+                    "max_grad_norm": 2.0},
+    **{env: _ATARI_TUNED for env in SUITES["atari"]},
+    "CartPole-v1": {**ORIGINAL["classic"], "gamma": 0.98},
+    "Acrobot-v1": {**_PPO, "num_processes": 16, "num_steps": 256, "num_mini_batch": 64,
+                   "ppo_epoch": 4, "lr": 3e-4, "gamma": 0.99, "gae_lambda": 0.94,
+                   "entropy_coef": 0.0, "advantage_norm": "minibatch",
+                   "no_clipped_value_loss": True, "use_proper_time_limits": True},
 }
 
 
@@ -81,29 +99,65 @@ def suite_of(env: str) -> str:
     for suite, envs in SUITES.items():
         if env in envs:
             return suite
-    raise KeyError(f"no recipes for {env!r}; known: {', '.join(e for v in SUITES.values() for e in v)}")
+    raise KeyError(f"no recipes for {env!r}; known: {', '.join(ENVS)}")
+
+
+def settings(env: str, name: str) -> dict[str, Any]:
+    """Recipe ``name`` (original | tuned | a2c | acktr) for ``env`` with its suite's budget: {argparse
+    destination: value}; ``KeyError`` (one line) for an unknown recipe or an env without one."""
+    if name not in RECIPES:
+        raise KeyError(f"unknown recipe {name!r}; choose one of: {', '.join(RECIPES)}")
+    suite = suite_of(env)
+    if name in ORIGINAL_BY_ALGO:
+        if suite not in ORIGINAL_BY_ALGO[name]:
+            raise KeyError(f"recipe {name!r} is the original's {name.upper()} command for "
+                           f"{', '.join(ORIGINAL_BY_ALGO[name])} envs, not for {env}")
+        values = ORIGINAL_BY_ALGO[name][suite]
+    else:
+        values = ORIGINAL[suite] if name == "original" else TUNED[env]
+    return {**values, "num_env_steps": BUDGETS[suite]}
+
+
+def names(env: str) -> list[str]:
+    """The recipes ``env`` has: original and tuned, and a2c / acktr where its suite has them."""
+    suite = suite_of(env)
+    return [n for n in RECIPES if n not in ORIGINAL_BY_ALGO or suite in ORIGINAL_BY_ALGO[n]]
+
+
+def option(dest: str) -> str:
+    """The ``main.py`` flag of an argparse destination: ``num_env_steps`` -> ``--num-env-steps``."""
+    return "--" + dest.replace("_", "-")
+
+
+def flags(values: dict[str, Any]) -> list[str]:
+    """{destination: value} as ``main.py`` flags: True is a bare flag, False and None none."""
+    argv = []
+    for dest, value in values.items():
+        if value is False or value is None:
+            continue
+        argv.append(option(dest))
+        if value is not True:
+            argv += [str(v) for v in value] if isinstance(value, list) else [str(value)]
+    return argv
 
 
 def recipe(env: str, name: str) -> list[str]:
     """``main.py`` flags of recipe ``name`` (original | tuned) for ``env``."""
-    if name not in RECIPES:
-        raise KeyError(f"unknown recipe {name!r}; choose one of: {', '.join(RECIPES)}")
-    suite = suite_of(env)
-    flags = ORIGINAL[suite] if name == "original" else TUNED[env]
-    return shlex.split(flags)
+    return flags(settings(env, name))
 
 
 def command(env: str, name: str, num_env_steps: int | None = None, seed: int = 1) -> list[str]:
     """The full ``python main.py ...`` argv of one run (without output directories)."""
-    steps = BUDGETS[suite_of(env)] if num_env_steps is None else num_env_steps
-    return (["python", "main.py", "--env-name", env] + recipe(env, name)
-            + ["--num-env-steps", str(steps), "--seed", str(seed)])
+    values = settings(env, name)
+    if num_env_steps is not None:
+        values["num_env_steps"] = num_env_steps
+    return ["python", "main.py", "--env-name", env] + flags({**values, "seed": seed})
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="print the main.py command of a recipe")
+    p = argparse.ArgumentParser(allow_abbrev=False, description="print the main.py command of a recipe")
     p.add_argument("env")
-    p.add_argument("recipe", nargs="?", default="tuned", choices=RECIPES)
+    p.add_argument("recipe", nargs="?", default="tuned", help="|".join(RECIPES) + " (default: tuned)")
     p.add_argument("--num-env-steps", type=int, default=None)
     args = p.parse_args(argv)
     try:

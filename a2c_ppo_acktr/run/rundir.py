@@ -10,7 +10,8 @@ from a2c_ppo_acktr.run.checkpoint import RunPaths, history, history_path
 from a2c_ppo_acktr.utils import env_file_name, remove_stale_temporaries
 
 # What a run writes into its log directory (eval/ included); --overwrite removes these only.
-RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", os.path.join("tb", "events.out.*"),
+RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", "config.json",
+             os.path.join("tb", "events.out.*"),
              os.path.join("eval", "*.monitor.csv"), os.path.join("eval", "eval.csv"))
 
 
@@ -48,6 +49,8 @@ def check_run(args, paths: RunPaths) -> None:
         _check_dir(os.path.dirname(paths.checkpoint), "--save-dir")
     saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
     if args.resume:
+        if paths.checkpoint is None:
+            raise ConfigError("--resume: this run saves no checkpoint (--save-dir is empty)")
         if not saved:
             old = os.path.join(os.path.dirname(paths.checkpoint or ""),
                                env_file_name(args.env_name) + ".pt")
