@@ -27,10 +27,10 @@ class VecPyTorch(VecEnvWrapper):
 
     Observations: uint8 for images (the CNN scales them on ``device``), float32 otherwise; they
     and the rewards cross to the device once per step without waiting for it (``to_device``).
-    ``step`` returns obs (N, *obs_shape), reward (N, 1) float32, terminated (N,) bool, truncated
-    (N,) bool, infos (``final_obs`` converted to a tensor on ``device`` too). The flags stay on
-    the host, numpy arrays as the vector env made them: the collector turns them into masks
-    there (numpy ops on N flags cost less than torch's), with no device sync.
+    ``step`` returns obs (N, *obs_shape), reward (N, 1) float32, terminated (N,) and truncated
+    (N,) numpy bool, infos (``final_obs`` converted to a tensor on ``device`` too). The flags stay
+    on the host as the vector env made them: the collector turns them into masks there (numpy
+    ops on N flags cost less than torch's), with no device sync.
     ``send``/``recv`` step one group of a grouped env (``num_groups`` > 1, e.g. ``AleVecEnv``).
     """
 
