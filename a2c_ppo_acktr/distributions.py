@@ -31,8 +31,9 @@ class CategoricalDist:
         self.logits = torch.log_softmax(logits, -1)  # normalized log-probabilities
 
     def sample(self) -> torch.Tensor:
-        # Inverse CDF: the first k with cdf[k] >= u, u ~ U[0, 1). A third of torch.multinomial's
-        # cost for a few rows. The clamp guards a u above a last cdf that rounding left below 1.
+        # Inverse CDF: the first k with cdf[k] >= u, u ~ U[0, 1); cheaper than torch.multinomial
+        # for a few rows (docs/benchmarks.md, "Measured code choices"). The clamp guards a u
+        # above a last cdf that rounding left below 1.
         cdf = self.logits.exp().cumsum_(-1)
         u = torch.rand(cdf.shape[:-1] + (1,), device=cdf.device, dtype=cdf.dtype)
         return torch.searchsorted(cdf, u).clamp_(max=cdf.size(-1) - 1)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from a2c_ppo_acktr.envs import VecEnvWrapper, get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.envs.torch_vec import to_device
 from a2c_ppo_acktr.model import Policy
 
 # on_step(action, reward, infos): after the reset (None, None, []) and after every step.
@@ -36,7 +37,7 @@ def run_episodes(policy: Policy, envs: VecEnvWrapper, num_episodes: int,
         with torch.inference_mode():
             _, action, _, rnn_hxs = policy.act(obs, rnn_hxs, masks, deterministic=deterministic)
         obs, reward, terminated, truncated, infos = envs.step(action)
-        masks = (~(terminated | truncated)).float().unsqueeze(1).to(obs.device)  # host flags
+        masks = to_device((~(terminated | truncated)).astype(np.float32)[:, None], obs.device)
         steps += 1
         if on_step is not None:
             on_step(action, reward, infos)
@@ -52,6 +53,13 @@ def freeze_normalization(envs: VecEnvWrapper, obs_rms: dict | None) -> None:
         vec_norm.eval()
         if obs_rms is not None:
             vec_norm.load_state_dict(obs_rms)
+
+
+def evaluation_row(update: int, env_steps: int, returns: list[float]) -> dict:
+    """One row of ``eval/eval.csv``: the evaluation of the policy after ``update`` updates and
+    ``env_steps`` env steps, from its episodes' raw ``returns``."""
+    return {"update": update, "timesteps": env_steps, "episodes": len(returns),
+            "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns))}
 
 
 def evaluate(actor_critic: Policy, obs_rms: dict | None, env_name: str, seed: int,

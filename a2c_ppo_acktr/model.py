@@ -1,5 +1,6 @@
 """The actor-critic: ``Policy`` = a base network (CNN or MLP, optionally with a GRU) + an action head."""
 import argparse
+import inspect
 import math
 from collections.abc import Sequence
 from typing import NoReturn
@@ -30,6 +31,18 @@ def policy_kwargs(args: argparse.Namespace) -> dict:
     return {"base_kwargs": base_kwargs, "log_std_init": getattr(args, "log_std_init", 0.0),
             "init": getattr(args, "init", "orthogonal"),
             "action_mean_gain": getattr(args, "action_mean_gain", 1.0)}
+
+
+def make_policy(obs_shape: Sequence[int], action_space: gym.Space, kwargs: dict,
+                device: torch.device | str = "cpu") -> "Policy":
+    """The one way the package builds a ``Policy``: from ``kwargs`` as ``policy_kwargs`` gives them
+    (from flags, or a checkpoint's copy), on ``device``. ``ConfigError`` for a keyword this version
+    of ``Policy`` does not take (a checkpoint saved by a newer version)."""
+    unknown = sorted(set(kwargs) - set(inspect.signature(Policy).parameters))
+    if unknown:
+        raise ConfigError(f"policy settings this version does not know ({', '.join(unknown)}); "
+                          "update a2c_ppo_acktr to load them")
+    return Policy(obs_shape, action_space, **kwargs).to(device)
 
 
 class Policy(nn.Module):

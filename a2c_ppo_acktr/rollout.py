@@ -3,7 +3,7 @@
 ``collect_rollout`` is the one function every sampling mode runs (in this process, in the
 asynchronous sampler's thread, in Ray workers, on DDP ranks), so the handling of episode ends and
 truncation lives in one place. ``Collector`` is the training loop's one view of sampling, chosen
-once at start-up (``build.build_collector``).
+once at start-up (``run.build.build_collector``).
 
 Per step, with the policy on a GPU: the observations, rewards and masks cross to it
 asynchronously from pinned memory (``to_device``), and the only wait for it is taking the
@@ -11,13 +11,14 @@ actions back to step the envs; the episode flags stay on the host, in numpy.
 """
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from a2c_ppo_acktr.envs import get_vec_normalize, normalizer_state
 from a2c_ppo_acktr.envs.torch_vec import to_device
+from a2c_ppo_acktr.evaluation import evaluation_row
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.realtime import mean_benchmarks
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -67,8 +68,18 @@ def _act(actor_critic, rollouts, step, columns):
                                      rollouts.masks[step, columns])
 
 
-def _store(results, acted, actor_critic, rollouts, episode_rewards, use_proper_time_limits,
-           timeouts, columns=slice(None), advance=True):
+class _Target(NamedTuple):
+    """Where one ``collect_rollout`` call records its steps, and how (its arguments but the envs)."""
+
+    actor_critic: Policy
+    rollouts: RolloutStorage
+    episode_rewards: list[float] | deque[float]
+    use_proper_time_limits: bool
+    timeouts: list[int | None] | None
+
+
+def _store(target: _Target, results: tuple, acted: tuple, *, columns: slice = slice(None),
+           advance: bool = True) -> None:
     """Record one step's ``results`` (of ``envs.step`` or ``recv``) for the envs ``columns``,
     which acted with ``acted`` (``actor_critic.act``'s output)."""
     obs, reward, terminated, truncated, infos = results
@@ -76,15 +87,15 @@ def _store(results, acted, actor_critic, rollouts, episode_rewards, use_proper_t
     first = columns.start or 0
     for i, info in enumerate(infos):
         if "episode" in info:
-            episode_rewards.append(float(info["episode"]["r"]))
-        if "timeouts" in info and timeouts is not None:
-            timeouts[first + i] = info["timeouts"]
+            target.episode_rewards.append(float(info["episode"]["r"]))
+        if "timeouts" in info and target.timeouts is not None:
+            target.timeouts[first + i] = info["timeouts"]
     masks, bad_masks, truncated = episode_masks(terminated, truncated, rnn_hxs.device)
     bootstrap = None
-    if use_proper_time_limits and truncated.any():
-        bootstrap = truncation_values(actor_critic, infos, truncated, rnn_hxs)
-    rollouts.insert(obs, rnn_hxs, action, action_log_prob, value, reward, masks, bad_masks,
-                    bootstrap, columns, advance)
+    if target.use_proper_time_limits and truncated.any():
+        bootstrap = truncation_values(target.actor_critic, infos, truncated, rnn_hxs)
+    target.rollouts.insert(obs, rnn_hxs, action, action_log_prob, value, reward, masks, bad_masks,
+                           bootstrap_values=bootstrap, columns=columns, advance=advance)
 
 
 def collect_rollout(envs: Any, actor_critic: Policy, rollouts: RolloutStorage,
@@ -96,21 +107,22 @@ def collect_rollout(envs: Any, actor_critic: Policy, rollouts: RolloutStorage,
     late steps (time-outs), kept per env in ``timeouts``. Envs in groups (``envs.num_groups`` >
     1) are pipelined: the policy acts on one group while the others step.
     """
-    record = (actor_critic, rollouts, episode_rewards, use_proper_time_limits, timeouts)
+    target = _Target(actor_critic, rollouts, episode_rewards, use_proper_time_limits, timeouts)
     if getattr(envs, "num_groups", 1) > 1:
-        return _collect_pipelined(envs, *record)
+        return _collect_pipelined(envs, target)
     for step in range(rollouts.num_steps):
         acted = _act(actor_critic, rollouts, step, slice(None))
-        _store(envs.step(acted[1]), acted, *record)
+        _store(target, envs.step(acted[1]), acted)
 
 
-def _collect_pipelined(envs, actor_critic, rollouts, *rest):
+def _collect_pipelined(envs: Any, target: _Target) -> None:
     """``collect_rollout`` over G groups of envs: the same transitions, masks and storage, but
     while group g steps (ALE's threads), the policy acts on group g + 1 in this thread.
 
     Step t of group g is received, stored and acted on right before group g + 1's, so each
     forward overlaps with the stepping of the other groups.
     """
+    actor_critic, rollouts = target.actor_critic, target.rollouts
     groups = [envs.group_slice(g) for g in range(envs.num_groups)]
     acted = [None] * len(groups)
     last = len(groups) - 1
@@ -122,8 +134,7 @@ def _collect_pipelined(envs, actor_critic, rollouts, *rest):
         for step in range(rollouts.num_steps + 1):
             for g, columns in enumerate(groups):
                 if step > 0:
-                    _store(envs.recv(g), acted[g], actor_critic, rollouts, *rest, columns,
-                           g == last)
+                    _store(target, envs.recv(g), acted[g], columns=columns, advance=g == last)
                 if step < rollouts.num_steps:
                     acted[g] = _act(actor_critic, rollouts, step, columns)
                     envs.send(acted[g][1], g)
@@ -139,15 +150,15 @@ class Collector:
     ``sync(actor_critic, rollouts)``, which hands the storage back with the new weights. The
     subclasses change where and when the envs are stepped, never what a rollout holds:
 
-    ==================  ==================  ==================================================
-    collector           module              who steps the envs
-    ==================  ==================  ==================================================
-    ``Collector``       ``rollout.py``      this process, between updates
-    ``DDPCollector``    ``distributed.py``  each torchrun rank its own; then the ranks merge
-                                            their normalizer statistics
-    ``AsyncCollector``  ``sampler.py``      a thread, while the learner updates
-    ``RayCollector``    ``worker_group.py`` Ray actors, on this or other machines
-    ==================  ==================  ==================================================
+    ==================  ============================  ========================================
+    collector           module                        who steps the envs
+    ==================  ============================  ========================================
+    ``Collector``       ``rollout.py``                this process, between updates
+    ``DDPCollector``    ``sampling/ddp.py``           each torchrun rank its own; then the
+                                                      ranks merge their normalizer statistics
+    ``AsyncCollector``  ``sampling/async_thread.py``  a thread, while the learner updates
+    ``RayCollector``    ``sampling/ray_learner.py``   Ray actors, on this or other machines
+    ==================  ============================  ========================================
 
     ``envs`` comes from ``make_vec_envs`` (or is a ``WorkerGroup``); its first observations go in
     slot 0 of a storage of ``num_steps`` steps on ``device``. ``evaluate`` (e.g. a partial of
@@ -217,9 +228,8 @@ class Collector:
         (``wait``: all of them; a ``RayCollector`` evaluates off the learner's path)."""
         if actor_critic is None or self._evaluate is None:
             return []
-        returns = self._evaluate(actor_critic, self.normalizer_state())
-        return [{"update": update, "timesteps": env_steps, "episodes": len(returns),
-                 "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns))}]
+        return [evaluation_row(update, env_steps,
+                               self._evaluate(actor_critic, self.normalizer_state()))]
 
     def close(self) -> None:
         self.envs.close()

@@ -68,7 +68,7 @@ class RolloutStorage:
 
     def insert(self, obs: torch.Tensor, recurrent_hidden_states: torch.Tensor,
                actions: torch.Tensor, action_log_probs: torch.Tensor, value_preds: torch.Tensor,
-               rewards: torch.Tensor, masks: torch.Tensor, bad_masks: torch.Tensor,
+               rewards: torch.Tensor, masks: torch.Tensor, bad_masks: torch.Tensor, *,
                bootstrap_values: torch.Tensor | None = None, columns: slice = slice(None),
                advance: bool = True) -> None:
         """Store one step: ``obs``/``masks`` are those *after* the action (slot step+1).
@@ -142,20 +142,19 @@ class RolloutStorage:
         return tensor[:self.num_steps].reshape(-1, *tensor.shape[2:])
 
     def feed_forward_generator(self, advantages: torch.Tensor | None,
-                               num_mini_batch: int | None = None,
-                               mini_batch_size: int | None = None) -> Iterator[Minibatch]:
-        """Yield ``Minibatch``es covering every (step, env) sample exactly once, in random order.
+                               num_mini_batch: int) -> Iterator[Minibatch]:
+        """Yield ``num_mini_batch`` ``Minibatch``es of T * N // ``num_mini_batch`` random (step,
+        env) samples, each sample at most once (the remainder of the division is left out).
 
-        ``advantages`` (T, N, 1); ``mini_batch_size`` defaults to T * N // ``num_mini_batch``.
+        ``advantages`` (T, N, 1).
         """
         T, N = self.rewards.shape[:2]
         batch_size = T * N
-        if mini_batch_size is None:
-            if num_mini_batch is None or batch_size < num_mini_batch:
-                raise ConfigError(
-                    f"PPO needs num_processes * num_steps ({N} * {T} = {batch_size}) to be at "
-                    f"least num_mini_batch ({num_mini_batch})")
-            mini_batch_size = batch_size // num_mini_batch
+        if batch_size < num_mini_batch:
+            raise ConfigError(
+                f"PPO needs num_processes * num_steps ({N} * {T} = {batch_size}) to be at "
+                f"least num_mini_batch ({num_mini_batch})")
+        mini_batch_size = batch_size // num_mini_batch
         obs = self._flat(self.obs)
         hxs = self._flat(self.recurrent_hidden_states)
         actions = self._flat(self.actions)

@@ -1,4 +1,4 @@
-"""Small helpers shared by the modules: layer init and atomic saves."""
+"""Small helpers shared by the modules: layer init, env ids as file names, atomic saves."""
 import glob
 import os
 import tempfile
@@ -19,6 +19,12 @@ def init(module: M, gain: float = 1.0) -> M:
     if module.bias is not None:
         nn.init.constant_(module.bias, 0)
     return module
+
+
+def env_file_name(env_name: str) -> str:
+    """The env id as a file name (checkpoints, expert files, plots): '/' (namespaced ids such as
+    ALE/Pong-v5) becomes '_'; of gymnasium's ``module:EnvId`` form only the id counts."""
+    return env_name.rpartition(":")[2].replace("/", "_")
 
 
 def _temp_prefix(path):

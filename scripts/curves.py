@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from a2c_ppo_acktr.run.checkpoint import env_file_name
+from a2c_ppo_acktr.utils import env_file_name
 
 
 def smooth_curve(y: np.ndarray, window: int) -> np.ndarray:
@@ -124,5 +124,5 @@ def plot_curves(
 
 
 def env_filename(env_id: str) -> str:
-    """File name for an env id's PNG (``checkpoint.env_file_name``, e.g. ALE_Pong-v5.png)."""
+    """File name for an env id's PNG (``utils.env_file_name``, e.g. ALE_Pong-v5.png)."""
     return env_file_name(env_id) + ".png"

@@ -25,10 +25,11 @@ from a2c_ppo_acktr.envs import (
     normalizer_state,
 )
 from a2c_ppo_acktr.evaluation import evaluate, run_episodes
-from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.model import Policy, make_policy
 from a2c_ppo_acktr.storage import RolloutStorage
 
 PUBLIC = {
+    "make_policy": make_policy,
     "Policy.__init__": Policy.__init__,
     "Policy.act": Policy.act,
     "Policy.get_value": Policy.get_value,

@@ -215,7 +215,8 @@ def test_vector_obs_stack():
         assert obs.shape == (2, 4) and obs.dtype == torch.float32
         obs, reward, term, trunc, infos = envs.step(torch.zeros(2, 1, dtype=torch.long))
         assert reward.shape == (2, 1) and reward.dtype == torch.float32 and torch.all(reward == 1)
-        assert term.shape == trunc.shape == (2,) and term.dtype == trunc.dtype == torch.bool
+        assert term.shape == trunc.shape == (2,) and term.dtype == trunc.dtype == np.bool_
+        assert isinstance(term, np.ndarray)  # host flags, never a tensor
     finally:
         envs.close()
     envs = make_vec_envs("Pendulum-v1", 0, 2, 0.99, None, "cpu", True, vec_env="shmem")

@@ -15,9 +15,10 @@ import torch
 
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs, normalizer_state
 from a2c_ppo_acktr.evaluation import run_episodes
+from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.run import export
 from a2c_ppo_acktr.run.arguments import get_args
-from a2c_ppo_acktr.run.build import make_agent, make_policy
+from a2c_ppo_acktr.run.build import make_agent
 from a2c_ppo_acktr.run.checkpoint import (
     build_policy,
     checkpoint_state,
@@ -58,7 +59,7 @@ def make_checkpoint(path, env_name, *flags, obs_rms=None, edit=None):
     args = get_args(["--env-name", env_name, "--vec-env", "dummy", *flags])
     torch.manual_seed(args.seed)
     envs = make_vec_envs(env_name, 0, 1, None, None, "cpu", False, vec_env="dummy")
-    policy = make_policy(args, envs, "cpu")
+    policy = make_policy(envs.observation_space.shape, envs.action_space, policy_kwargs(args))
     if edit is not None:
         with torch.no_grad():
             edit(policy)

@@ -43,14 +43,12 @@ def test_reward_formula_and_return_scaling(reward):
     gamma, n = 0.9, 3
     masks = [torch.ones(n, 1, dtype=torch.float64) for _ in range(6)]
     masks[3][1] = 0.0  # env 1 starts a new episode at step 3
-    returns, seen, var = np.zeros(n), [], 1.0  # the running variance starts at 1
+    returns, seen = np.zeros(n), []  # the running variance starts at 1
     for step in range(6):
         s, a = torch.randn(n, 3, dtype=torch.float64), torch.rand(n, 2, dtype=torch.float64) * 2 - 1
         with torch.no_grad():
             d = torch.sigmoid(discr.trunk(torch.cat([s, a], 1))).numpy()[:, 0]
         by_hand = np.log(d) - np.log(1 - d) if reward == "airl" else -np.log(1 - d)
-        frozen = discr.predict_reward(s, a, gamma, masks[step], update_rms=False)
-        np.testing.assert_allclose(frozen.numpy()[:, 0], by_hand / np.sqrt(var + 1e-8), rtol=1e-9)
         scaled = discr.predict_reward(s, a, gamma, masks[step])
         returns = returns * masks[step].numpy()[:, 0] * gamma + by_hand
         seen.append(returns.copy())
@@ -122,9 +120,9 @@ def test_discriminator_learns_to_separate_expert_from_policy():
     assert last["gail_loss"] < first["gail_loss"]
     assert last["gail_expert_acc"] == 1.0 and last["gail_policy_acc"] == 1.0
     r_expert = discr.predict_reward(torch.randn(8, 3), torch.zeros(8, 1, dtype=torch.long), 0.99,
-                                    torch.ones(8, 1), update_rms=False)
+                                    torch.ones(8, 1))
     r_policy = discr.predict_reward(torch.randn(8, 3), torch.ones(8, 1, dtype=torch.long), 0.99,
-                                    torch.ones(8, 1), update_rms=False)
+                                    torch.ones(8, 1))
     assert r_expert.min() > 0 > r_policy.max()
 
 
@@ -143,6 +141,13 @@ def test_update_normalizes_expert_states_with_obsfilt():
 
 
 # ----------------------------------------------------------------------------- expert data
+
+def test_expert_files_are_named_as_checkpoints_name_the_env():
+    """'/' of namespaced ids becomes '_'; of module:EnvId only the id counts (no ':' in names)."""
+    assert expert_path("d", "CartPole-v1") == os.path.join("d", "trajs_CartPole-v1.pt")
+    assert expert_path("d", "ALE/Pong-v5") == os.path.join("d", "trajs_ALE_Pong-v5.pt")
+    assert expert_path("d", "tests.toy_envs:DictObs-v0") == os.path.join("d", "trajs_DictObs-v0.pt")
+
 
 def test_expert_dataset_subsamples_chosen_trajectories(tmp_path):
     # states[i, t] = (i, t), padding marked -1; actions[i, t] = 10 * i + t.

@@ -8,7 +8,8 @@ import torch
 import torch.nn as nn
 from gymnasium import spaces
 
-from a2c_ppo_acktr.model import CNNBase, MLPBase, Policy, policy_kwargs
+from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.model import CNNBase, MLPBase, Policy, make_policy, policy_kwargs
 
 SPACES = {
     "discrete": (spaces.Discrete(3), (1,), torch.long),
@@ -179,3 +180,20 @@ def test_action_mean_gain_scales_the_orthogonal_mean_layer(gain):
     torch.testing.assert_close(policy.base.actor[0].weight, original.base.actor[0].weight)
     with pytest.raises(ValueError, match="orthogonal init"):
         Policy((11,), spaces.Box(-1, 1, (3,), np.float32), init="default", action_mean_gain=0.01)
+
+
+def test_make_policy_builds_what_the_kwargs_say_and_refuses_unknown_ones():
+    kwargs = {"base_kwargs": {"recurrent": True, "hidden_size": 16, "activation": "relu"},
+              "log_std_init": -1.0, "init": "orthogonal", "action_mean_gain": 0.01}
+    torch.manual_seed(0)
+    policy = make_policy((5,), spaces.Box(-1, 1, (2,), np.float32), kwargs, "cpu")
+    torch.manual_seed(0)
+    direct = Policy((5,), spaces.Box(-1, 1, (2,), np.float32), **kwargs)
+    assert policy.state_dict().keys() == direct.state_dict().keys()
+    for name, value in direct.state_dict().items():
+        torch.testing.assert_close(policy.state_dict()[name], value)
+    assert policy.recurrent_hidden_state_size == 16 and bool(policy.dist.logstd.eq(-1.0).all())
+    assert all(p.device.type == "cpu" for p in policy.parameters())
+    with pytest.raises(ConfigError, match=r"policy settings this version does not know "
+                                          r"\(action_noise, base_depth\)"):
+        make_policy((5,), spaces.Discrete(2), {**kwargs, "base_depth": 3, "action_noise": 0.1})

@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY_POINTS = ("main.py", "enjoy.py", "gail_experts", "scripts")
 # Not run here, with the reason: what they need is not on a test machine or would take minutes.
 SKIP = {"ray start": "starts a Ray cluster node", "--ray-address": "joins a Ray cluster",
-        "pytest": "the test suite itself", "scripts/bench_": "benchmarks take minutes",
+        "pytest": "the test suite itself", "scripts/bench/": "benchmarks take minutes",
         "convert_to_pytorch": "needs openai/imitation's h5 file, which is not in the repository"}
 # Slow even at one update; they run in the slow chain. Each command that reads what an earlier
 # one made must land in the same chain as it.

@@ -1,5 +1,4 @@
 """The recipes: valid main.py commands whose loss flags give SB3's PPO loss at the same settings."""
-import types
 
 import gymnasium as gym
 import numpy as np
@@ -7,6 +6,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.run import build, recipes
 from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -134,8 +134,7 @@ def test_recipes_follow_sb3s_loss(env_id):
     obs_space = spaces.Box(-np.inf, np.inf, (5,), np.float32)
     act_space = spaces.Box(-1, 1, (3,), np.float32)
     torch.manual_seed(0)
-    ours = build.make_policy(args, types.SimpleNamespace(observation_space=obs_space,
-                                                         action_space=act_space), "cpu")
+    ours = make_policy(obs_space.shape, act_space, policy_kwargs(args))
     agent = build.make_agent(args, ours)
 
     class Spaces(gym.Env):

@@ -27,15 +27,16 @@ from gymnasium import spaces
 from a2c_ppo_acktr.envs import RunningMeanStd
 from a2c_ppo_acktr.errors import ConfigError, GailError
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.utils import save_atomic
+from a2c_ppo_acktr.utils import env_file_name, save_atomic
 
 REWARDS = ("airl", "gail")
 EXPERT_KEYS = ("states", "actions", "rewards", "lengths", "env_name", "obs_shape", "action_space")
 
 
 def expert_path(experts_dir: str, env_name: str) -> str:
-    """``<experts_dir>/trajs_<env-name>.pt`` ('/' in the id becomes '_', as for checkpoints)."""
-    return os.path.join(experts_dir, f"trajs_{env_name.replace('/', '_')}.pt")
+    """``<experts_dir>/trajs_<env-name>.pt``, the env id as checkpoints write it
+    (``utils.env_file_name``)."""
+    return os.path.join(experts_dir, f"trajs_{env_file_name(env_name)}.pt")
 
 
 def save_expert_file(data: dict, experts_dir: str) -> str:
@@ -226,7 +227,7 @@ class Discriminator(nn.Module):
 
     @torch.no_grad()
     def predict_reward(self, state: torch.Tensor, action: torch.Tensor, gamma: float,
-                       masks: torch.Tensor, update_rms: bool = True) -> torch.Tensor:
+                       masks: torch.Tensor) -> torch.Tensor:
         """Learned reward of one step of N envs, (N, 1), scaled by 1 / std of its return.
 
         ``masks`` (N, 1) is 0 where ``state`` begins an episode (``rollouts.masks[step]``).
@@ -237,9 +238,8 @@ class Discriminator(nn.Module):
         reward = d if self.reward == "airl" else F.softplus(d)
         if self.returns is None:
             self.returns = torch.zeros_like(reward)  # (the original started from r, adding it twice)
-        if update_rms:
-            self.returns = self.returns * masks * gamma + reward
-            self.ret_rms.update(self.returns.reshape(-1).cpu().numpy())
+        self.returns = self.returns * masks * gamma + reward
+        self.ret_rms.update(self.returns.reshape(-1).cpu().numpy())
         return reward / float(self.ret_rms.var + 1e-8) ** 0.5
 
     def full_state_dict(self) -> dict:

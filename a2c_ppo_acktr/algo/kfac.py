@@ -97,7 +97,8 @@ class KFACOptimizer(torch.optim.Optimizer):
         self.model = model
         self.acc_stats = False
         self.modules = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
-        self._handles = [m.register_forward_hook(self._forward_hook) for m in self.modules]
+        for m in self.modules:
+            m.register_forward_hook(self._forward_hook)
 
     # The hyper-parameters as attributes, like the original (group 0 holds them).
     @property
@@ -142,12 +143,6 @@ class KFACOptimizer(torch.optim.Optimizer):
         else:
             _update_running_stat(aa, state["m_aa"], decay)
             _update_running_stat(gg, state["m_gg"], decay)
-
-    def remove_hooks(self) -> None:
-        """Detach the forward hooks from the model's layers (the optimizer records no more)."""
-        for h in self._handles:
-            h.remove()
-        self._handles = []
 
     @torch.no_grad()
     def precondition(self, module: nn.Linear | nn.Conv2d,

@@ -29,7 +29,7 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
-from a2c_ppo_acktr.envs.single import _register_ale
+from a2c_ppo_acktr.envs.single import register_ale
 from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult
 from a2c_ppo_acktr.errors import ConfigError
 
@@ -162,7 +162,7 @@ class AleVecEnv(BatchedVecEnv):
                  noop_max: int = 30, fire_reset: bool = True) -> None:
         import gymnasium as gym
 
-        _register_ale()
+        register_ale()
         if groups < 1 or num_envs % groups:
             raise ConfigError(f"{num_envs} envs cannot be split into {groups} equal groups")
         ale_args = {**ale_kwargs(gym.spec(env_id), env_kwargs), "stack_num": frame_stack,

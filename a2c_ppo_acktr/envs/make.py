@@ -7,9 +7,9 @@ from a2c_ppo_acktr.envs.ale import AleVecEnv, ale_vector_available
 from a2c_ppo_acktr.envs.native import NativeVecEnv, has_native
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
-from a2c_ppo_acktr.envs.single import _env_spec, _is_atari, check_env_kwargs, make_env
+from a2c_ppo_acktr.envs.single import check_env_kwargs, env_spec, is_atari, make_env
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
-from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnvWrapper, _num_cpus
+from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnvWrapper, num_cpus
 from a2c_ppo_acktr.errors import ConfigError
 
 VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
@@ -18,14 +18,14 @@ _announced = set()
 
 def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None) -> str:
     """The backend ``auto`` picks; docs/benchmarks.md has the measurements behind it."""
-    if render_mode is None and _is_atari(spec) and ale_vector_available():
+    if render_mode is None and is_atari(spec) and ale_vector_available():
         # Two halves overlap the policy's forward with ALE's stepping; that needs a second CPU.
-        return "ale-pipelined" if num_envs % 2 == 0 and _num_cpus() > 1 else "ale"
-    # Subprocesses only pay off when 3+ CPUs step envs far costlier than a pipe round trip
-    # (~40 us): Atari, MuJoCo, not classic control / toy text (~5 us a step).
+        return "ale-pipelined" if num_envs % 2 == 0 and num_cpus() > 1 else "ale"
+    # Subprocesses only pay off when 3+ CPUs step envs far costlier than a pipe round trip:
+    # Atari, MuJoCo, not classic control / toy text (docs/benchmarks.md, "Measured code choices").
     cheap = str(spec.entry_point).startswith(("gymnasium.envs.classic_control",
                                               "gymnasium.envs.toy_text"))
-    return "shmem" if num_envs > 1 and not cheap and _num_cpus() > 2 else "dummy"
+    return "shmem" if num_envs > 1 and not cheap and num_cpus() > 2 else "dummy"
 
 
 def _announce(env_name: str, kind: str) -> None:
@@ -37,7 +37,7 @@ def _announce(env_name: str, kind: str) -> None:
 
 def _check_backend(kind: str, spec: EnvSpec, env_name: str, render_mode: str | None,
                    num_envs: int) -> None:
-    if kind.startswith("ale") and not _is_atari(spec):
+    if kind.startswith("ale") and not is_atari(spec):
         raise ConfigError(f"--vec-env {kind} runs Atari ids only, not {env_name}")
     if kind.startswith("ale") and not ale_vector_available():
         raise ConfigError(f"--vec-env {kind} needs ale-py >= 0.11 (AtariVectorEnv)")
@@ -51,7 +51,7 @@ def _check_backend(kind: str, spec: EnvSpec, env_name: str, render_mode: str | N
 
 
 def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | None,
-                  log_dir: str | None, device: torch.device | str, allow_early_resets: bool,
+                  log_dir: str | None, device: torch.device | str, allow_early_resets: bool, *,
                   num_frame_stack: int | None = None, vec_env: str = "auto",
                   render_mode: str | None = None, monitor_append: bool = False,
                   num_workers: int | None = None, env_kwargs: dict | None = None,
@@ -79,7 +79,7 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
     """
     if vec_env not in VEC_ENV_KINDS:
         raise ConfigError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
-    spec = _env_spec(env_name)
+    spec = env_spec(env_name)
     if vec_env == "auto":
         vec_env = _auto_vec_env(spec, num_processes, render_mode)
         if vec_env != "dummy":
@@ -93,7 +93,7 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
         groups = 2 if vec_env == "ale-pipelined" else 1
         envs = AleVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
                          env_kwargs, episodic_life, num_frame_stack or 4, groups,
-                         threads=max(1, min(num_processes // groups, _num_cpus() // groups)))
+                         threads=max(1, min(num_processes // groups, num_cpus() // groups)))
     elif vec_env == "native":
         envs = NativeVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
                             env_kwargs)

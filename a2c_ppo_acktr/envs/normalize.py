@@ -20,9 +20,9 @@ class RunningMeanStd:
 
     def update(self, x: np.ndarray) -> None:
         """x: (batch, *shape)."""
-        # np.mean / np.var go through Python-level wrappers (~10-25 us each on a batch of 8);
-        # the same arithmetic with ufunc reductions, in place where it can be, is ~5x cheaper,
-        # and runs twice per step.
+        # Ufunc reductions, in place where they can be, rather than np.mean / np.var, whose
+        # Python-level wrappers cost more than the arithmetic on a small batch; this runs twice
+        # per step (docs/benchmarks.md, "Measured code choices").
         n = x.shape[0]
         batch_mean = np.add.reduce(x, axis=0, dtype=np.float64)
         batch_mean /= n

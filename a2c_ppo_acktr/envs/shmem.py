@@ -17,11 +17,11 @@ import numpy as np
 
 from a2c_ppo_acktr.envs.vec_env import (
     StepResult,
-    _benchmark_block,
-    _num_cpus,
-    _pause_block,
-    _reset_block,
-    _step_block,
+    benchmark_block,
+    num_cpus,
+    pause_block,
+    reset_block,
+    step_block,
 )
 
 
@@ -88,17 +88,17 @@ def _worker(conn, env_fns_blob, first_index):
         while True:
             cmd = conn.recv_bytes()
             if cmd == b"s":
-                infos = _step_block(envs, v["actions"].copy(), v["obs"], v["rewards"],
-                                    v["terminated"], v["truncated"])
+                infos = step_block(envs, v["actions"].copy(), v["obs"], v["rewards"],
+                                   v["terminated"], v["truncated"])
                 _send(conn, infos if any(infos) else None)  # usually all empty: send nothing
             elif cmd == b"r":
-                _reset_block(envs, v["obs"])
+                reset_block(envs, v["obs"])
                 conn.send(None)
             elif cmd == b"p":
-                _pause_block(envs)
+                pause_block(envs)
                 conn.send(None)
             elif cmd == b"b":
-                conn.send(_benchmark_block(envs))
+                conn.send(benchmark_block(envs))
             elif cmd == b"v":
                 conn.send(envs[0].render())
             elif cmd == b"c":
@@ -152,7 +152,7 @@ class ShmemVecEnv:
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]],
                  num_workers: int | None = None) -> None:
         self.num_envs = n = len(env_fns)
-        num_workers = max(1, min(n, num_workers or _num_cpus()))
+        num_workers = max(1, min(n, num_workers or num_cpus()))
         bounds = np.linspace(0, n, num_workers + 1).round().astype(int)
         self._blocks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
         self._conns, self._procs, self.closed = [], [], False

@@ -28,7 +28,7 @@ from a2c_ppo_acktr.errors import ConfigError
 _ale_registered = False
 
 
-def _register_ale() -> None:
+def register_ale() -> None:
     """Register the ALE ids with gymnasium (gymnasium 1.x no longer does it on its own)."""
     global _ale_registered
     if not _ale_registered:
@@ -67,7 +67,7 @@ def _is_mujoco(spec: EnvSpec) -> bool:
     return isinstance(spec.entry_point, str) and spec.entry_point.startswith("gymnasium.envs.mujoco")
 
 
-def _env_spec(env_id: str) -> EnvSpec:
+def env_spec(env_id: str) -> EnvSpec:
     """``gym.spec(env_id)``, registering the Atari ids on a miss; a one-line ValueError if unknown.
 
     ``module:EnvId`` (gymnasium's form) imports ``module`` first, which registers ``EnvId``.
@@ -84,7 +84,7 @@ def _env_spec(env_id: str) -> EnvSpec:
             return gym.spec(env_id)
         except gym.error.Error:
             if attempt == 0:
-                _register_ale()  # ale_py is imported only when the id is not a stock one
+                register_ale()  # ale_py is imported only when the id is not a stock one
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ConfigError(f"unknown env id {env_id!r}{hint}")
@@ -92,7 +92,7 @@ def _env_spec(env_id: str) -> EnvSpec:
 
 def check_env_id(env_id: str) -> None:
     """ValueError (one line, with suggestions) unless ``env_id`` names a registered env."""
-    _env_spec(env_id)
+    env_spec(env_id)
 
 
 # Leaves gymnasium's FlattenObservation turns into one vector (Discrete: one-hot).
@@ -126,7 +126,8 @@ def _vector_observations(env: gym.Env, env_id: str, announce: bool) -> gym.Env:
     return env
 
 
-def _is_atari(spec: EnvSpec) -> bool:
+def is_atari(spec: EnvSpec) -> bool:
+    """Whether ``spec`` is an ALE (Atari) id, in either style (``PongNoFrameskip-v4``, ``ALE/...``)."""
     return "ale_py" in str(spec.entry_point)
 
 
@@ -166,15 +167,15 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
     called, possibly in a worker process (thunks are cloudpickled there). ``env_kwargs`` go to
     ``gym.make`` (they override ``render_mode`` and the Atari ``frameskip`` set here).
     """
-    spec = _env_spec(env_id)
-    atari, mujoco = _is_atari(spec), _is_mujoco(spec)
+    spec = env_spec(env_id)
+    atari, mujoco = is_atari(spec), _is_mujoco(spec)
 
     def _thunk() -> gym.Env:
         kwargs = {}
         if mujoco:
             _mujoco_warnings_once(show=rank == 0)
         if atari:
-            _register_ale()  # a fresh worker process has not registered them yet
+            register_ale()  # a fresh worker process has not registered them yet
             if spec.kwargs.get("frameskip", 1) != 1:
                 kwargs["frameskip"] = 1  # e.g. ALE/*-v5: MaxAndSkipEnv does the skipping
         # render_mode only when asked: an env whose constructor has no render_mode still runs.
@@ -222,7 +223,7 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
 def check_env_kwargs(env_id: str, env_kwargs: dict) -> None:
     """Build and close one env with ``env_kwargs``: a bad key is a one-line ValueError here, not a
     traceback from a worker process."""
-    if _is_mujoco(_env_spec(env_id)):
+    if _is_mujoco(env_spec(env_id)):
         _mujoco_warnings_once()
     try:
         gym.make(env_id, **env_kwargs).close()

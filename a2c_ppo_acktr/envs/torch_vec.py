@@ -6,8 +6,8 @@ from gymnasium import spaces
 from a2c_ppo_acktr.envs.vec_env import VecEnv, VecEnvWrapper
 
 # What ``VecPyTorch.step`` returns: obs (N, *obs_shape) on the device, reward (N, 1) float32 on the
-# device, terminated (N,) and truncated (N,) bool on the CPU, infos.
-TorchStepResult = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[dict]]
+# device, terminated (N,) and truncated (N,) numpy bool, infos.
+TorchStepResult = tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray, list[dict]]
 
 def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     """numpy -> tensor on ``device``. On the CPU no copy at all; on CUDA through pinned memory
@@ -27,9 +27,10 @@ class VecPyTorch(VecEnvWrapper):
 
     Observations: uint8 for images (the CNN scales them on ``device``), float32 otherwise; they
     and the rewards cross to the device once per step without waiting for it (``to_device``).
-    ``step`` returns obs (N, *obs_shape), reward (N, 1) float32, terminated (N,) bool, truncated
-    (N,) bool, infos (``final_obs`` converted to a tensor on ``device`` too). The flags stay on
-    the host (CPU tensors): the collector turns them into masks there, with no device sync.
+    ``step`` returns obs (N, *obs_shape), reward (N, 1) float32, terminated (N,) and truncated
+    (N,) numpy bool, infos (``final_obs`` converted to a tensor on ``device`` too). The flags stay
+    on the host as the vector env made them: the collector turns them into masks there (numpy
+    ops on N flags cost less than torch's), with no device sync.
     ``send``/``recv`` step one group of a grouped env (``num_groups`` > 1, e.g. ``AleVecEnv``).
     """
 
@@ -64,8 +65,8 @@ class VecPyTorch(VecEnvWrapper):
             if "final_obs" in info:
                 info["final_obs"] = self._to_torch(info["final_obs"])
         reward = np.asarray(reward, np.float32).reshape(-1, 1)  # (N, 1)
-        return (self._to_torch(obs), self._to_torch(reward), torch.from_numpy(terminated),
-                torch.from_numpy(truncated), infos)
+        return (self._to_torch(obs), self._to_torch(reward), np.asarray(terminated, bool),
+                np.asarray(truncated, bool), infos)
 
     def step(self, actions: torch.Tensor) -> TorchStepResult:
         """``actions`` (N, 1) or (N, A), as ``Policy.act`` returns them."""

@@ -53,7 +53,7 @@ class VecEnv(Protocol):
     def close(self) -> None: ...
 
 
-def _step_block(envs: Sequence[gym.Env], actions: np.ndarray, obs: np.ndarray, rewards: np.ndarray,
+def step_block(envs: Sequence[gym.Env], actions: np.ndarray, obs: np.ndarray, rewards: np.ndarray,
                 terminated: np.ndarray, truncated: np.ndarray) -> list[dict]:
     """Step ``envs`` with same-step autoreset, writing row j of each output array; return infos.
 
@@ -77,7 +77,7 @@ def _step_block(envs: Sequence[gym.Env], actions: np.ndarray, obs: np.ndarray, r
     return infos
 
 
-def _pause_block(envs: Sequence[gym.Env]) -> None:
+def pause_block(envs: Sequence[gym.Env]) -> None:
     """Envs that can hold still (the optional ``pause`` capability) do so until the next step."""
     for env in envs:
         pause = getattr(env.unwrapped, "pause", None)
@@ -85,13 +85,13 @@ def _pause_block(envs: Sequence[gym.Env]) -> None:
             pause()
 
 
-def _benchmark_block(envs: Sequence[gym.Env]) -> list[dict | None]:
+def benchmark_block(envs: Sequence[gym.Env]) -> list[dict | None]:
     """The optional ``benchmarks()`` of each env (real-time envs' timing statistics), else None."""
     return [env.unwrapped.benchmarks() if hasattr(env.unwrapped, "benchmarks") else None
             for env in envs]
 
 
-def _reset_block(envs: Sequence[gym.Env], obs: np.ndarray) -> None:
+def reset_block(envs: Sequence[gym.Env], obs: np.ndarray) -> None:
     for j, env in enumerate(envs):
         try:
             obs[j], _ = env.reset()
@@ -112,7 +112,7 @@ class DummyVecEnv:
     def reset(self) -> np.ndarray:
         """Reset all envs; returns obs (N, *obs_shape)."""
         obs = np.empty((self.num_envs, *self.observation_space.shape), self.observation_space.dtype)
-        _reset_block(self.envs, obs)
+        reset_block(self.envs, obs)
         return obs
 
     def step(self, actions: np.ndarray) -> StepResult:
@@ -124,14 +124,14 @@ class DummyVecEnv:
         rewards = np.empty(n, np.float32)
         terminated = np.empty(n, bool)
         truncated = np.empty(n, bool)
-        infos = _step_block(self.envs, actions, obs, rewards, terminated, truncated)
+        infos = step_block(self.envs, actions, obs, rewards, terminated, truncated)
         return obs, rewards, terminated, truncated, infos
 
     def pause(self) -> None:
-        _pause_block(self.envs)
+        pause_block(self.envs)
 
     def benchmarks(self) -> list[dict | None]:
-        return _benchmark_block(self.envs)
+        return benchmark_block(self.envs)
 
     def render(self) -> np.ndarray | None:
         """The first env's frame."""
@@ -188,6 +188,6 @@ class VecEnvWrapper:
         self.venv.close()
 
 
-def _num_cpus() -> int:
+def num_cpus() -> int:
     """CPUs this process may run on (the affinity mask, which os.cpu_count() ignores)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -1,6 +1,6 @@
-"""The command line of ``main.py``: the original's flags, names and defaults, plus the new ones
-(``--vec-env``, ``--recipe``, ``--resume``, ``--overwrite``, ``--env-kwargs``, ``--async-rollouts``,
-and the network and loss options of the tuned recipes: ``--hidden-size`` ...)."""
+"""The command line of ``main.py``: the original's flags, names and defaults, plus new ones
+(``python main.py --help`` lists them all; docs/details.md says which are new and where each is
+explained)."""
 import argparse
 import ast
 import os
@@ -12,13 +12,12 @@ import torch
 from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 from a2c_ppo_acktr.algo.ppo import ADVANTAGE_NORMS
+from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.errors import Error, program
 from a2c_ppo_acktr.model import ACTIVATIONS, INITS, PRECISIONS
 from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.config import resolve
 from a2c_ppo_acktr.speed import bf16_missing
-
-VEC_ENVS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 
 
 def _count(text):
@@ -112,8 +111,8 @@ def build_parser():
                    "run this command names. Logs are appended")
     p.add_argument("--overwrite", action="store_true", default=False,
                    help="start a new run even if --save-dir / --log-dir hold one (replacing it)")
-    p.add_argument("--vec-env", default="auto", metavar="{" + ",".join(VEC_ENVS) + "}",
-                   help="vectorization: " + " | ".join(VEC_ENVS)
+    p.add_argument("--vec-env", default="auto", metavar="{" + ",".join(VEC_ENV_KINDS) + "}",
+                   help="vectorization: " + " | ".join(VEC_ENV_KINDS)
                    + " (auto: ale for Atari ids, else chosen per env from measurements; see "
                    "README, backends)")
     p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY=VALUE",
@@ -142,7 +141,7 @@ def build_parser():
     p.add_argument("--gail-reward", default="airl", metavar="{" + ",".join(GAIL_REWARDS) + "}",
                    help="learned reward: airl = log D - log(1 - D) (the original's) | "
                    "gail = -log(1 - D) (default: airl)")
-    # Scale-out (workers.py, distributed.py).
+    # Scale-out (sampling/ray_actors.py, sampling/ddp.py).
     p.add_argument("--num-workers", type=_count, default=0,
                    help="sample on this many Ray rollout workers, each with --num-processes envs "
                    "(default: 0, sample in this process; needs pip install -r requirements-ray.txt)")
@@ -254,8 +253,8 @@ def check_args(args):
     """Reject values that would otherwise fail deep inside torch or silently misbehave."""
     if args.algo not in ALGOS:
         fail(f"unknown --algo {args.algo!r}; choose one of: {', '.join(ALGOS)}")
-    if args.vec_env not in VEC_ENVS:
-        fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENVS)}")
+    if args.vec_env not in VEC_ENV_KINDS:
+        fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENV_KINDS)}")
     for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
                  "save_interval", "save_history", "num_env_steps", "eval_interval",
                  "hidden_size", "lr_decay_horizon"):

@@ -12,7 +12,7 @@ from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import evaluate
-from a2c_ppo_acktr.model import Policy, policy_kwargs
+from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.checkpoint import RunPaths, check_checkpoint
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
@@ -21,11 +21,10 @@ from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
 DEFAULT_THREADS = torch.get_num_threads()
 
 
-def make_policy(args, envs, device) -> Policy:
-    # The precision is how the run computes, not the network's shape: not in policy_kwargs, which
-    # checkpoints keep.
-    return Policy(envs.observation_space.shape, envs.action_space, **policy_kwargs(args),
-                  precision=args.precision).to(device)
+def run_policy_kwargs(args) -> dict:
+    """``policy_kwargs`` and how this run computes (``--precision``): not the network's shape, so
+    not in the checkpoint's copy."""
+    return {**policy_kwargs(args), "precision": args.precision}
 
 
 def make_agent(args, actor_critic: Policy) -> algo.Agent:
@@ -102,7 +101,8 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
         # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
         # on image batches do gain (docs/benchmarks.md, "Measured code choices").
         torch.set_num_threads(1 if len(envs.observation_space.shape) == 1 else DEFAULT_THREADS)
-        actor_critic = make_policy(args, envs, device)
+        actor_critic = make_policy(envs.observation_space.shape, envs.action_space,
+                                   run_policy_kwargs(args), device)
         agent = make_agent(args, actor_critic)
         discr = expert_loader = None
         if args.gail:
@@ -141,6 +141,7 @@ def build_collector(args, paths: RunPaths, envs: Any, actor_critic: Policy, devi
     if ddp is not None:
         return DDPCollector(ddp, envs, actor_critic, *common, evaluate_fn)
     if args.async_rollouts:
-        behaviour = make_policy(args, envs, device)
+        behaviour = make_policy(envs.observation_space.shape, envs.action_space,
+                                run_policy_kwargs(args), device)
         return AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts, evaluate_fn)
     return Collector(envs, actor_critic, *common, evaluate_fn)

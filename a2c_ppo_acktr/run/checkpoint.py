@@ -10,21 +10,20 @@ A run is keyed by (algo, env id, seed)::
                                               permanent copies (--save-history N), never removed
                                               but by --overwrite
 
-('/' in the env id becomes '_'). Every error here is a ``CheckpointError`` with a one-line message,
-which the entry points turn into their ``fail`` line.
+('/' in the env id becomes '_': ``utils.env_file_name``). Every error here is a
+``CheckpointError`` with a one-line message, which the entry points turn into their ``fail`` line.
 """
 import glob
-import inspect
 import os
 import time
 from typing import Any, NamedTuple, Optional
 
 import torch
 
-from a2c_ppo_acktr.errors import CheckpointError
+from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import freeze_normalization
-from a2c_ppo_acktr.model import Policy, policy_kwargs
-from a2c_ppo_acktr.utils import save_atomic
+from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
+from a2c_ppo_acktr.utils import env_file_name, save_atomic
 
 save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain values
 
@@ -36,12 +35,6 @@ class RunPaths(NamedTuple):
     log_dir: str
     eval_dir: str
     checkpoint: Optional[str]  # None when saving is off (--save-dir '')
-
-
-def env_file_name(env_name: str) -> str:
-    """The env id as a file name: '/' (namespaced ids such as ALE/Pong-v5) becomes '_'; of
-    gymnasium's ``module:EnvId`` form only the id counts."""
-    return env_name.rpartition(":")[2].replace("/", "_")
 
 
 def run_paths(args: Any) -> RunPaths:
@@ -160,11 +153,10 @@ def build_policy(ckpt: dict, path: str, envs) -> Policy:
     check_checkpoint(ckpt, path, ckpt["env_name"], obs_shape, action_space)
     # Checkpoints from before --hidden-size etc. have no "policy_kwargs": the original's network.
     kwargs = ckpt.get("policy_kwargs", {"base_kwargs": {"recurrent": ckpt["recurrent_policy"]}})
-    unknown = sorted(set(kwargs) - set(inspect.signature(Policy).parameters))
-    if unknown:  # saved by a newer version of this package
-        raise CheckpointError(f"{path} was saved with policy settings this version does not know "
-                              f"({', '.join(unknown)}); update a2c_ppo_acktr to load it")
-    policy = Policy(obs_shape, action_space, **kwargs)
+    try:
+        policy = make_policy(obs_shape, action_space, kwargs)
+    except ConfigError as e:  # settings of a newer version of this package
+        raise CheckpointError(f"{path}: {e}") from None
     try:
         policy.load_state_dict(ckpt["actor_critic"])
     except RuntimeError as e:  # "Error(s) in loading state_dict for Policy:\n\tsize mismatch ..."

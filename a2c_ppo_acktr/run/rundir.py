@@ -6,13 +6,8 @@ import os
 
 from a2c_ppo_acktr.envs.episodes import monitor_t_start
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.run.checkpoint import (
-    RunPaths,
-    env_file_name,
-    history,
-    history_path,
-)
-from a2c_ppo_acktr.utils import remove_stale_temporaries
+from a2c_ppo_acktr.run.checkpoint import RunPaths, history, history_path
+from a2c_ppo_acktr.utils import env_file_name, remove_stale_temporaries
 
 # What a run writes into its log directory (eval/ included); --overwrite removes these only.
 RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", "config.json",

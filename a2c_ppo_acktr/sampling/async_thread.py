@@ -9,7 +9,8 @@ log-probabilities of the policy that acted, so its update stays correct; A2C and
 lagged rollout without a correction. Two ``RolloutStorage`` buffers alternate: the sampler fills
 one while the learner trains on the other, and the learner hands each buffer back with its new
 weights, which the sampler loads between rollouts. torch ops release the GIL and ``ShmemVecEnv``
-waits on pipes, so the two threads overlap (``scripts/bench_async.py`` measures how much).
+waits on pipes, so the two threads overlap (``scripts/bench/fps.py --against async`` measures
+how much: docs/scale-out.md).
 """
 import copy
 import queue

@@ -43,8 +43,8 @@ class DDP:
         # The optimizers import torch._dynamo on first use. Imported after init_process_group, it
         # keeps references to the default group that destroy_process_group does not drop, so
         # gloo's worker threads outlive close() and could abort the interpreter at exit
-        # ("terminate called without an active exception", 1 run in ~15 here). Imported first,
-        # it takes none.
+        # ("terminate called without an active exception"; how often: docs/benchmarks.md,
+        # "Measured code choices"). Imported first, it takes none.
         importlib.import_module("torch._dynamo")
         # gloo on CPU; nccl moves GPU tensors without a trip through the host.
         dist.init_process_group("nccl" if cuda else "gloo")

@@ -3,7 +3,7 @@
 Each update the learner publishes one snapshot (``ray.put``: policy weights + normalization
 statistics); each of the N ``RolloutWorker`` actors loads it, fills its own ``RolloutStorage`` of
 ``num_processes`` columns with ``collect_rollout`` and returns the tensors. The learner's
-``WorkerGroup.collect`` (``worker_group.py``) writes worker w's tensors into columns
+``WorkerGroup.collect`` (``ray_learner.py``) writes worker w's tensors into columns
 ``w * P .. (w + 1) * P - 1`` of its storage, so the update (A2C, PPO, ACKTR, recurrent) sees one
 rollout of ``N * P`` envs and is unchanged.
 
@@ -31,12 +31,11 @@ import os
 import time
 import zlib
 
-import numpy as np
 import torch
 
 from a2c_ppo_acktr.envs import frame_channels, get_vec_normalize, make_vec_envs, normalizer_delta
-from a2c_ppo_acktr.evaluation import evaluate
-from a2c_ppo_acktr.model import Policy, policy_kwargs
+from a2c_ppo_acktr.evaluation import evaluate, evaluation_row
+from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.storage import RolloutStorage
 
@@ -88,7 +87,7 @@ class RolloutWorker:
                                   vec_env=a.vec_env, monitor_append=monitor_append,
                                   env_kwargs=a.env_kwargs, first_rank=self.index * a.num_processes)
         space = self.envs.observation_space
-        self.policy = Policy(space.shape, self.envs.action_space, **policy_kwargs(a))
+        self.policy = make_policy(space.shape, self.envs.action_space, policy_kwargs(a))
         obs = self.envs.reset()
         self.rollouts = RolloutStorage(a.num_steps, a.num_processes, space.shape,
                                        self.envs.action_space,
@@ -170,7 +169,7 @@ class Evaluator:
     def __init__(self, args, observation_space, action_space, eval_log_dir):
         torch.set_num_threads(1)
         self.args, self.eval_log_dir = args, eval_log_dir
-        self.policy = Policy(observation_space.shape, action_space, **policy_kwargs(args))
+        self.policy = make_policy(observation_space.shape, action_space, policy_kwargs(args))
 
     def evaluate(self, snapshot, update, env_steps):
         os.makedirs(self.eval_log_dir, exist_ok=True)
@@ -178,5 +177,4 @@ class Evaluator:
         returns = evaluate(self.policy, snapshot["obs_rms"], self.args.env_name, self.args.seed,
                            self.args.num_processes, self.eval_log_dir, "cpu",
                            env_kwargs=self.args.env_kwargs)
-        return {"update": update, "timesteps": env_steps, "episodes": len(returns),
-                "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns))}
+        return evaluation_row(update, env_steps, returns)

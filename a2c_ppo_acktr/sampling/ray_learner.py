@@ -1,8 +1,8 @@
-"""The learner's side of the Ray rollout workers (``workers.py`` holds the actors).
+"""The learner's side of the Ray rollout workers (``ray_actors.py`` holds the actors).
 
 ``WorkerGroup`` starts N ``RolloutWorker`` actors, publishes one snapshot per update, stacks their
 rollouts into the learner's storage, merges their normalizer statistics and restarts failed
-workers; ``RayCollector`` is the training loop's view of it. The decisions are in ``workers.py``.
+workers; ``RayCollector`` is the training loop's view of it. The decisions are in ``ray_actors.py``.
 """
 import os
 import time
@@ -34,7 +34,8 @@ from a2c_ppo_acktr.sampling.ray_actors import (
 )
 from a2c_ppo_acktr.storage import RolloutStorage
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository, uploaded to a Ray cluster
+# The repository (a2c_ppo_acktr/sampling/ -> the root): uploaded to a Ray cluster.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class WorkerGroup:

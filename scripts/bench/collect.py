@@ -38,9 +38,10 @@ def main(argv=None):
     try:
         for _ in range(args.rounds):
             for kind, venv in envs.items():  # alternate: the machine's speed drifts
+                obs = venv.reset()
                 store = RolloutStorage(args.num_steps, args.num_envs, venv.observation_space.shape,
-                                       venv.action_space, 1, obs_dtype=torch.uint8)
-                store.obs[0].copy_(venv.reset())
+                                       venv.action_space, 1, obs_dtype=obs.dtype)
+                store.obs[0].copy_(obs)
                 start = time.perf_counter()
                 collect_rollout(venv, policy, store, [], True)
                 fps[kind].append(args.num_steps * args.num_envs / (time.perf_counter() - start))

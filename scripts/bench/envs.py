@@ -45,8 +45,8 @@ def _ale_alone(env_id, env_fns):
     from ale_py.vector_env import AtariVectorEnv
 
     from a2c_ppo_acktr.envs.ale import ale_kwargs
-    from a2c_ppo_acktr.envs.single import _env_spec
-    return AtariVectorEnv(num_envs=len(env_fns), **ale_kwargs(_env_spec(env_id))), None
+    from a2c_ppo_acktr.envs.single import env_spec
+    return AtariVectorEnv(num_envs=len(env_fns), **ale_kwargs(env_spec(env_id))), None
 
 
 def _envpool(env_id, env_fns):

@@ -1,0 +1,96 @@
+"""run/build.py: the agent the flags ask for, a run's parts (and the envs closed when they do not
+fit), and the collector each sampling mode gets."""
+import types
+
+import pytest
+import torch
+from gymnasium import spaces
+
+from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, KFACOptimizer
+from a2c_ppo_acktr.envs import get_vec_normalize
+from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.rollout import Collector
+from a2c_ppo_acktr.run import build
+from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.checkpoint import RunPaths
+from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
+from a2c_ppo_acktr.sampling.ddp import DDPCollector
+
+TINY = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "4",
+        "--vec-env", "dummy", "--num-mini-batch", "2"]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.mark.parametrize("algo, cls, optimizer", [
+    ("ppo", PPO, torch.optim.Adam), ("a2c", A2C_ACKTR, torch.optim.RMSprop),
+    ("acktr", A2C_ACKTR, KFACOptimizer)])
+def test_make_agent_builds_the_flags_algorithm(algo, cls, optimizer):
+    args = get_args(["--algo", algo, "--lr", "3e-4", "--num-mini-batch", "4"])
+    agent = build.make_agent(args, Policy((3,), spaces.Discrete(2)))
+    assert type(agent) is cls and isinstance(agent.optimizer, optimizer)
+    if algo != "acktr":  # K-FAC keeps its own lr
+        assert agent.optimizer.param_groups[0]["lr"] == 3e-4
+    if algo == "ppo":
+        assert agent.num_mini_batch == 4 and agent.clip_param == args.clip_param
+
+
+def test_make_agent_refuses_an_unknown_algorithm():
+    args = get_args([])
+    args.algo = "trpo"  # past the parser, as a caller building args by hand could
+    with pytest.raises(ConfigError, match=r"unknown --algo 'trpo'; choose one of: a2c, ppo, acktr"):
+        build.make_agent(args, Policy((3,), spaces.Discrete(2)))
+
+
+def test_build_run_makes_the_flags_envs_policy_and_agent(tmp_path):
+    args = get_args(TINY + ["--algo", "ppo", "--hidden-size", "16", "--recurrent-policy"])
+    paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
+    envs, policy, agent, discr, loader = build.build_run(args, paths, "cpu", None, rank=0)
+    try:
+        assert envs.num_envs == 2 and get_vec_normalize(envs) is not None
+        assert policy.is_recurrent and policy.recurrent_hidden_state_size == 16
+        assert isinstance(agent, PPO) and agent.actor_critic is policy
+        assert discr is None and loader is None
+    finally:
+        envs.close()
+
+
+def test_build_run_closes_its_envs_when_the_policy_does_not_fit(tmp_path, monkeypatch):
+    closed = []
+    original = build.make_vec_envs
+
+    def make_vec_envs(*args, **kwargs):
+        envs = original(*args, **kwargs)
+        close = envs.close
+        envs.close = lambda: (closed.append(True), close())
+        return envs
+
+    monkeypatch.setattr(build, "make_vec_envs", make_vec_envs)
+    args = get_args(TINY + ["--init", "default"])
+    args.action_mean_gain = 0.5  # past the checks: Policy itself refuses it
+    paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
+    with pytest.raises(ConfigError, match="action mean gain"):
+        build.build_run(args, paths, "cpu", None, rank=0)
+    assert closed == [True]
+
+
+@pytest.mark.parametrize("flags, ddp, cls", [
+    ([], None, Collector),
+    (["--async-rollouts"], None, AsyncCollector),
+    # A rank's collector: the stand-in holds what DDPCollector asks of the rank at start.
+    ([], types.SimpleNamespace(share_normalizer=lambda envs: None), DDPCollector)])
+def test_build_collector_picks_the_sampling_mode(tmp_path, flags, ddp, cls):
+    args = get_args(TINY + ["--algo", "ppo"] + flags)
+    paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
+    envs, policy, agent, _, _ = build.build_run(args, paths, "cpu", None, rank=0)
+    collector = build.build_collector(args, paths, envs, policy, torch.device("cpu"), ddp,
+                                      num_rollouts=2)
+    try:
+        assert type(collector) is cls
+        assert collector.rollouts.obs.shape == (4 + 1, 2, 4)
+        if cls is AsyncCollector:  # a second policy of the same shape acts in the thread
+            assert collector.behaviour is not policy
+            assert collector.behaviour.state_dict().keys() == policy.state_dict().keys()
+    finally:
+        collector.close()
