@@ -33,6 +33,7 @@ from a2c_ppo_acktr.run.checkpoint import (
 )
 from a2c_ppo_acktr.run.interrupt import StopRequest
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
+from a2c_ppo_acktr.run.resume import resume_exactly
 from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
 from a2c_ppo_acktr.sampling.ddp import DDP
 
@@ -112,6 +113,7 @@ def start(args) -> Run:
         steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
         updates = range(env_steps // steps_per_update, args.num_env_steps // steps_per_update)
         collector = build_collector(args, paths, envs, actor_critic, device, ddp, len(updates))
+        inexact = resume_exactly(collector, resumed) if resumed else None
     except BaseException:
         if envs is not None:  # build_run closes them itself on its own failures
             envs.close()
@@ -122,6 +124,8 @@ def start(args) -> Run:
     if lead:  # the run has started: what it should know, then where its files go
         for warning in args.warnings:
             warn(warning)
+        if inexact:
+            warn(f"--resume continues approximately, from new episodes: {inexact}")
         print(f"run files: logs {paths.log_dir}/, checkpoint "
               f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
         total = updates.stop * steps_per_update

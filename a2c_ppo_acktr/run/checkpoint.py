@@ -24,6 +24,7 @@ import torch
 from a2c_ppo_acktr.errors import CheckpointError
 from a2c_ppo_acktr.evaluation import freeze_normalization
 from a2c_ppo_acktr.model import Policy, policy_kwargs
+from a2c_ppo_acktr.run.resume import exact_state
 from a2c_ppo_acktr.utils import save_atomic
 
 save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain values
@@ -109,6 +110,8 @@ def checkpoint_state(args, actor_critic, agent, envs, env_steps: int, obs_rms: O
         "policy_kwargs": policy_kwargs(args),  # the network's shape, for enjoy.py
         "gail": discr.full_state_dict() if discr is not None else None,
         "saved_at": time.time(),  # wall clock: --resume drops the log rows written after it
+        # The envs' and RNGs' states, for an exact resume (run/resume.py); envs is a Collector
+        "exact": exact_state(envs) if hasattr(envs, "resume_state") else None,
     }
 
 

@@ -142,6 +142,8 @@ class DDPCollector(Collector):
     """This rank's envs fill its rollout; then the ranks merge their normalizer statistics, so
     every rank normalizes the next rollout alike."""
 
+    inexact = "torchrun: the ranks' envs are not saved (rank 0 saves its weights only)"
+
     def __init__(self, ddp: DDP, envs: Any, *args: Any, **kwargs: Any) -> None:
         self.ddp = ddp
         ddp.share_normalizer(envs)  # before the first reset, whose observations count too

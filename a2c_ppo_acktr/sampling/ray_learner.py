@@ -283,6 +283,8 @@ class WorkerGroup:
 class RayCollector(Collector):
     """Ray rollout workers (``envs``: a ``WorkerGroup``) fill the columns of one storage."""
 
+    inexact = "--num-workers: the Ray workers' envs are not saved"
+
     def collect(self, actor_critic: Policy) -> RolloutStorage:
         self.envs.collect(actor_critic, self.rollouts, self.episode_returns, timeouts=self.timeouts)
         return self.rollouts
