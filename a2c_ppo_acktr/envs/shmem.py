@@ -7,9 +7,10 @@ import os
 import pickle
 import signal
 import tempfile
+import threading
 import traceback
 from collections.abc import Callable, Sequence
-from multiprocessing import reduction
+from multiprocessing import forkserver, reduction
 
 import cloudpickle
 import gymnasium as gym
@@ -75,7 +76,7 @@ def _send(conn, obj):
 def _worker(conn, env_fns_blob, first_index):
     """Worker process running envs first_index .. first_index + len(env_fns) - 1."""
     # Ctrl-C and a scheduler's SIGTERM reach the whole process group: the parent saves, then
-    # closes us in order.
+    # closes us in order (a spawned worker has no forkserver's mask: see _mp_context).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     envs, index = [], first_index
@@ -138,6 +139,20 @@ def _mp_context():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])  # no effect once the server runs; harmless then
+    # Ctrl-C and a scheduler's SIGTERM reach the whole process group, the forkserver included;
+    # only this process is to act on them (it saves, then closes the workers). Ignored while the
+    # server starts, they stay ignored in it and in the workers it forks (an ignored signal is
+    # inherited, a handler is not); blocked meanwhile, so that one sent then reaches us after.
+    if threading.current_thread() is threading.main_thread():
+        signals = (signal.SIGINT, signal.SIGTERM)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+        handlers = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
+        try:
+            forkserver.ensure_running()
+        finally:
+            for s, handler in handlers.items():
+                signal.signal(s, handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return ctx
 
 
