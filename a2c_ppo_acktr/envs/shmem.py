@@ -7,7 +7,6 @@ import os
 import pickle
 import signal
 import tempfile
-import threading
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing import forkserver, reduction
@@ -25,6 +24,7 @@ from a2c_ppo_acktr.envs.vec_env import (
     _reset_block,
     _step_block,
 )
+from a2c_ppo_acktr.utils import signals_stay_here
 
 
 def _shared_layout(n, observation_space, action_space):
@@ -139,20 +139,8 @@ def _mp_context():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])  # no effect once the server runs; harmless then
-    # Ctrl-C and a scheduler's SIGTERM reach the whole process group, the forkserver included;
-    # only this process is to act on them (it saves, then closes the workers). Ignored while the
-    # server starts, they stay ignored in it and in the workers it forks (an ignored signal is
-    # inherited, a handler is not); blocked meanwhile, so that one sent then reaches us after.
-    if threading.current_thread() is threading.main_thread():
-        signals = (signal.SIGINT, signal.SIGTERM)
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-        handlers = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
-        try:
-            forkserver.ensure_running()
-        finally:
-            for s, handler in handlers.items():
-                signal.signal(s, handler)
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    with signals_stay_here():  # the forkserver, and the workers it forks, leave them to us
+        forkserver.ensure_running()
     return ctx
 
 

@@ -143,32 +143,34 @@ def _load_mujoco_state(data: Any, model: Any, saved: dict) -> None:
 
 
 def env_state(env: gym.Env) -> list[dict]:
-    """Per layer of ``env`` (outermost first): its plain attributes, and the simulator's state."""
-    states = [_attributes(layer) for layer in _layers(env)]
+    """Per layer of ``env``, outermost first: its class, its plain attributes and, innermost,
+    the simulator's state."""
+    states = [{"class": type(layer).__name__, "attrs": _attributes(layer)} for layer in _layers(env)]
     base = env.unwrapped
     if hasattr(base, "data") and type(base.data).__name__ == "MjData":
-        states[-1] = {**states[-1], "mujoco": _mujoco_state(base.data, base.model)}
+        states[-1]["mujoco"] = _mujoco_state(base.data, base.model)
     elif type(base).__module__.startswith("ale_py."):
-        states[-1] = {**states[-1], "ale": base.ale.cloneState(include_rng=True).serialize()}
+        states[-1]["ale"] = base.ale.cloneState(include_rng=True).serialize()
     return states
 
 
 def load_env_state(env: gym.Env, states: list[dict]) -> None:
-    """Put ``env`` back in the state ``env_state`` read (from an env built alike)."""
+    """Put ``env`` back in the state ``env_state`` read (from an env built alike); ValueError
+    if it is built otherwise."""
     layers = _layers(env)
-    if len(layers) != len(states):
-        raise ValueError(f"the saved env has {len(states)} layers, this one {len(layers)}")
-    base = env.unwrapped
+    classes = [type(layer).__name__ for layer in layers]
+    if classes != [s["class"] for s in states]:
+        raise ValueError(f"the saved env is {' < '.join(s['class'] for s in states)}, this one "
+                         f"{' < '.join(classes)}")
     for layer, saved in zip(layers, states):
-        saved = dict(saved)
-        mujoco_state, ale_state = saved.pop("mujoco", None), saved.pop("ale", None)
-        _load_attributes(layer, saved)
-        if mujoco_state is not None:
-            _load_mujoco_state(base.data, base.model, mujoco_state)
-        if ale_state is not None:
-            import ale_py
+        _load_attributes(layer, saved["attrs"])
+    base = env.unwrapped
+    if "mujoco" in states[-1]:
+        _load_mujoco_state(base.data, base.model, states[-1]["mujoco"])
+    if "ale" in states[-1]:
+        import ale_py
 
-            base.ale.restoreState(ale_py.ALEState(ale_state))
+        base.ale.restoreState(ale_py.ALEState(states[-1]["ale"]))
 
 
 def capture_envs(envs: Sequence[gym.Env]) -> list[dict]:

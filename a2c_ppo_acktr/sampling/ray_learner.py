@@ -33,6 +33,7 @@ from a2c_ppo_acktr.sampling.ray_actors import (
     unpack_frames,
 )
 from a2c_ppo_acktr.storage import RolloutStorage
+from a2c_ppo_acktr.utils import signals_stay_here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # uploaded to a Ray cluster
 
@@ -56,8 +57,9 @@ class WorkerGroup:
         self.own_ray = not ray.is_initialized()
         if self.own_ray:
             if args.ray_address is None:
-                ray.init(num_cpus=max(os.cpu_count() or 1, args.num_workers),
-                         include_dashboard=False, log_to_driver=False)
+                with signals_stay_here():  # Ray's head processes are in our process group
+                    ray.init(num_cpus=max(os.cpu_count() or 1, args.num_workers),
+                             include_dashboard=False, log_to_driver=False)
             else:
                 try:  # the cluster's nodes import this repository from the copy Ray uploads
                     ray.init(address=args.ray_address, log_to_driver=False,
