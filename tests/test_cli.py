@@ -2,6 +2,7 @@
 import csv
 import errno
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -13,7 +14,9 @@ import torch
 from gymnasium import spaces
 
 import main
-from a2c_ppo_acktr.run.checkpoint import load_checkpoint
+from a2c_ppo_acktr.envs import get_vec_normalize
+from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.storage import RolloutStorage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -211,26 +214,94 @@ def test_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(tmp_path, c
 
 
 # 4. Ctrl-C / SIGTERM: the update finishes, the checkpoint is saved, one line, 130 / 143.
-@pytest.mark.parametrize("signum, extra", [(signal.SIGINT, []), (signal.SIGTERM, []),
-                                           (signal.SIGINT, ["--async-rollouts"])])
-def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
-    argv = TINY + ["--num-env-steps", "10000000", "--save-interval", "100000"] + extra
-    proc = subprocess.Popen([sys.executable, "main.py", *argv, *dirs(tmp_path)], cwd=ROOT,
+def signal_run(tmp_path, argv, signum, group=False, updates=3):
+    """Start main.py ``argv``, send ``signum`` once ``updates`` updates are logged (to its whole
+    process group, as Slurm, systemd and job control do, with ``group``); -> (status, stderr)."""
+    argv = argv + dirs(tmp_path)
+    proc = subprocess.Popen([sys.executable, "main.py", *argv], cwd=ROOT, start_new_session=group,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    progress = tmp_path / "logs/a2c/CartPole-v1_seed1/progress.csv"
-    deadline = time.time() + 120
-    while time.time() < deadline and (not progress.exists()
-                                      or len(progress.read_text().splitlines()) < 4):
+    progress = pathlib.Path(run_paths(get_args(argv)).log_dir, "progress.csv")
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None and (
+            not progress.exists() or len(progress.read_text().splitlines()) <= updates):
         time.sleep(0.05)
-    proc.send_signal(signum)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signum, err
+    if group:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    if group:  # no worker, forkserver or Ray process of the run is left
+        deadline = time.time() + 20
+        while time.time() < deadline and group_alive(proc.pid):
+            time.sleep(0.1)
+        assert not group_alive(proc.pid)
+    return proc.returncode, err
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def assert_saved(err, min_steps):
     one_error_line(err, "; --resume to continue")
     steps, path = re.fullmatch(
         r"interrupted at ([\d,]+) steps; saved (\S+); --resume to continue\n", err).groups()
     ckpt = torch.load(path, weights_only=True)
-    assert ckpt["env_steps"] == int(steps.replace(",", "")) >= 48
+    assert ckpt["env_steps"] == int(steps.replace(",", "")) >= min_steps
     assert not [f for f in os.listdir(os.path.dirname(path)) if ".tmp-" in f]
+
+
+@pytest.mark.parametrize("signum, extra", [(signal.SIGINT, []), (signal.SIGTERM, []),
+                                           (signal.SIGINT, ["--async-rollouts"])])
+def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
+    argv = TINY + ["--num-env-steps", "10000000", "--save-interval", "100000"] + extra
+    status, err = signal_run(tmp_path, argv, signum)
+    assert status == 128 + signum, err
+    assert_saved(err, 48)
+
+
+# A scheduler's SIGTERM reaches every process of the group: the shmem workers and their
+# forkserver, ALE's threads, the sampler thread's envs leave it to main.py, which saves.
+@pytest.mark.parametrize("extra", [
+    ["--vec-env", "shmem"],
+    ["--vec-env", "ale", "--env-name", "PongNoFrameskip-v4"],
+    ["--vec-env", "shmem", "--async-rollouts"]], ids=["shmem", "ale", "async-shmem"])
+def test_sigterm_to_the_process_group_saves_on_every_backend(tmp_path, extra):
+    argv = TINY + ["--num-env-steps", "10000000", "--save-interval", "100000"] + extra
+    status, err = signal_run(tmp_path, argv, signal.SIGTERM, group=True, updates=2)
+    assert status == 143, err
+    assert_saved(err, 32)
+
+
+def test_signal_while_importing_exits_in_one_line_leaving_nothing(tmp_path):
+    proc = subprocess.Popen([sys.executable, "main.py", *TINY, *dirs(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # main.py imports torch, gymnasium, ... for seconds
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    one_error_line(err, ": SIGINT while starting: stopped before training, nothing saved")
+    assert os.listdir(tmp_path) == []
+
+
+def test_signal_while_building_undoes_the_run_in_one_line(tmp_path, capsys, monkeypatch):
+    """SIGTERM once the run's directories and envs are made: they are removed and closed."""
+    build, built = main.build_collector, []
+
+    def build_then_sigterm(*args, **kwargs):
+        built.append(build(*args, **kwargs))
+        os.kill(os.getpid(), signal.SIGTERM)  # to StopRequest's handler: a request, not an end
+        return built[-1]
+
+    monkeypatch.setattr(main, "build_collector", build_then_sigterm)
+    assert main.main(TINY + ["--vec-env", "shmem"] + dirs(tmp_path)) == 143
+    one_error_line(capsys.readouterr().err,
+                   ": SIGTERM while starting: stopped before training, nothing saved")
+    assert os.listdir(tmp_path) == [] and get_vec_normalize(built[0].envs).venv.closed
 
 
 def test_second_signal_stops_at_once_in_one_line(capsys):
