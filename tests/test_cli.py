@@ -214,11 +214,11 @@ def test_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(tmp_path, c
 
 
 # 4. Ctrl-C / SIGTERM: the update finishes, the checkpoint is saved, one line, 130 / 143.
-def signal_run(tmp_path, argv, signum, group=False, updates=3):
+def signal_run(tmp_path, argv, signum, group=False, updates=3, launcher=(sys.executable,)):
     """Start main.py ``argv``, send ``signum`` once ``updates`` updates are logged (to its whole
     process group, as Slurm, systemd and job control do, with ``group``); -> (status, stderr)."""
     argv = argv + dirs(tmp_path)
-    proc = subprocess.Popen([sys.executable, "main.py", *argv], cwd=ROOT, start_new_session=group,
+    proc = subprocess.Popen([*launcher, "main.py", *argv], cwd=ROOT, start_new_session=group,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     progress = pathlib.Path(run_paths(get_args(argv)).log_dir, "progress.csv")
     deadline = time.time() + 180
@@ -247,6 +247,7 @@ def group_alive(pgid):
 
 
 def assert_saved(err, min_steps):
+    """``err`` is the one line of a run that saved on a signal; its checkpoint holds its steps."""
     one_error_line(err, "; --resume to continue")
     steps, path = re.fullmatch(
         r"interrupted at ([\d,]+) steps; saved (\S+); --resume to continue\n", err).groups()
