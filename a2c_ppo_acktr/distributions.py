@@ -7,8 +7,9 @@ small batched forward in the rollout loop; ``tests/test_distributions.py`` check
 against ``torch.distributions``.
 
 Shapes (N = batch): ``log_probs(actions)`` -> (N, 1), summed over action dimensions;
-``entropy()`` -> (N,); ``sample()`` / ``mode()`` -> (N, 1) long for Categorical, (N, D) float for
-DiagGaussian and Bernoulli, the layout ``RolloutStorage.actions`` keeps.
+``entropy()`` -> (N,); ``sample()`` / ``mode()`` -> (N, 1) long for Categorical, (N, D) long for
+MultiCategorical, (N, D) float for DiagGaussian and Bernoulli, the layout ``RolloutStorage.actions``
+keeps.
 """
 import math
 
@@ -44,6 +45,29 @@ class CategoricalDist:
 
     def entropy(self) -> torch.Tensor:
         return -(self.logits.exp() * self.logits).sum(-1)
+
+
+class MultiCategoricalDist:
+    """Independent categoricals, one per action dimension (SB3's MultiDiscrete): ``logits``
+    (N, sum(nvec)) split into (N, nvec[d]); log-probabilities and entropies add up over them."""
+
+    __slots__ = ("dists",)
+
+    def __init__(self, logits: torch.Tensor, nvec: list[int]) -> None:
+        self.dists = [CategoricalDist(part) for part in torch.split(logits, nvec, dim=-1)]
+
+    def sample(self) -> torch.Tensor:
+        return torch.cat([d.sample() for d in self.dists], -1)
+
+    def log_probs(self, actions: torch.Tensor) -> torch.Tensor:
+        columns = actions.split(1, -1)
+        return torch.stack([d.log_probs(a) for d, a in zip(self.dists, columns)]).sum(0)
+
+    def mode(self) -> torch.Tensor:
+        return torch.cat([d.mode() for d in self.dists], -1)
+
+    def entropy(self) -> torch.Tensor:
+        return torch.stack([d.entropy() for d in self.dists]).sum(0)
 
 
 class DiagGaussianDist:
@@ -102,6 +126,19 @@ class Categorical(nn.Module):
 
     def forward(self, x: torch.Tensor) -> CategoricalDist:
         return CategoricalDist(self.linear(x))
+
+
+class MultiCategorical(nn.Module):
+    """Head for 1-D ``MultiDiscrete(nvec)`` action spaces: one linear layer gives the logits of
+    every dimension at once."""
+
+    def __init__(self, num_inputs: int, nvec: list[int]) -> None:
+        super().__init__()
+        self.nvec = [int(n) for n in nvec]
+        self.linear = init(nn.Linear(num_inputs, sum(self.nvec)), gain=0.01)  # as Categorical
+
+    def forward(self, x: torch.Tensor) -> MultiCategoricalDist:
+        return MultiCategoricalDist(self.linear(x), self.nvec)
 
 
 class DiagGaussian(nn.Module):

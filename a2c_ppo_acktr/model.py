@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from gymnasium import spaces
 
-from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian
+from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import init
 
@@ -36,7 +36,8 @@ class Policy(nn.Module):
 
     ``obs_shape`` picks the base when ``base`` is None: 3-D (C, H, W) images -> ``CNNBase``,
     1-D vectors -> ``MLPBase``. ``action_space`` picks the head: Discrete -> Categorical,
-    Box -> DiagGaussian, MultiBinary -> Bernoulli. ``base_kwargs`` go to the base
+    Box -> DiagGaussian, MultiBinary -> Bernoulli, MultiDiscrete -> MultiCategorical.
+    ``base_kwargs`` go to the base
     (``recurrent``, ``hidden_size``, ``activation``). ``log_std_init`` is the Gaussian head's
     initial log-std and ``action_mean_gain`` the orthogonal gain of its mean layer (SB3 and
     CleanRL: 0.01, near-zero initial means); ``init="default"`` replaces the original's orthogonal
@@ -72,10 +73,13 @@ class Policy(nn.Module):
                                      action_mean_gain)
         elif isinstance(action_space, spaces.MultiBinary) and len(action_space.shape) == 1:
             self.dist = Bernoulli(self.base.output_size, action_space.shape[0])
+        elif (isinstance(action_space, spaces.MultiDiscrete) and len(action_space.shape) == 1
+              and not action_space.start.any()):
+            self.dist = MultiCategorical(self.base.output_size, action_space.nvec.tolist())
         else:
             raise ConfigError(
-                f"action space {action_space} is not supported: "
-                "expected Discrete, a 1-D Box or a 1-D MultiBinary")
+                f"action space {action_space} is not supported: expected Discrete, a 1-D Box, "
+                "a 1-D MultiBinary or a 1-D MultiDiscrete starting at 0")
         if init == "default":
             for m in self.modules():
                 if isinstance(m, (nn.Linear, nn.Conv2d)):

@@ -3,9 +3,10 @@
 Layout (T = num_steps, N = num_processes), as the original so code written for it reads the same:
 obs (T+1, N, *obs_shape); recurrent_hidden_states (T+1, N, H); rewards (T, N, 1);
 value_preds, returns, masks, bad_masks (T+1, N, 1); action_log_probs (T, N, 1);
-actions (T, N, 1) for Discrete, (T, N, D) for Box and MultiBinary. Slot 0 of the T+1 tensors holds
-the state the rollout started from. One addition: bootstrap_values (T, N, 1), the value of the real
-final observation of an episode truncated at step t (zero elsewhere).
+actions (T, N, 1) for Discrete, (T, N, D) for Box, MultiBinary and MultiDiscrete (long).
+Slot 0 of the T+1 tensors holds the state the rollout started from. One addition:
+bootstrap_values (T, N, 1), the value of the real final observation of an episode truncated at
+step t (zero elsewhere).
 """
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple, Self
@@ -46,6 +47,8 @@ class RolloutStorage:
         self.bootstrap_values = torch.zeros(T, N, 1)
         if isinstance(action_space, spaces.Discrete):
             self.actions = torch.zeros(T, N, 1, dtype=torch.long)
+        elif isinstance(action_space, spaces.MultiDiscrete):
+            self.actions = torch.zeros(T, N, action_space.shape[0], dtype=torch.long)
         else:
             self.actions = torch.zeros(T, N, action_space.shape[0])
         self.masks = torch.ones(T + 1, N, 1)

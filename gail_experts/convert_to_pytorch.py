@@ -31,7 +31,7 @@ def _fail(message):
 
 
 def get_args(argv=None):
-    p = argparse.ArgumentParser(description="openai/imitation h5 -> GAIL expert file")
+    p = argparse.ArgumentParser(allow_abbrev=False, description="openai/imitation h5 -> GAIL expert file")
     p.add_argument("--h5-file", required=True, help="the h5 file to convert")
     p.add_argument("--env-name", required=True, help="gymnasium id the trajectories were made in")
     p.add_argument("--out-dir", default="./gail_experts",

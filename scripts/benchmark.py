@@ -44,7 +44,7 @@ EVAL_EPISODES = 10  # of the final policy, deterministic: what the zoo's tables 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--suite", choices=sorted(recipes.SUITES), required=True)
     p.add_argument("--env", nargs="+", default=None,
                    help="env ids of the suite (default: all of the suite's envs)")

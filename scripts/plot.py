@@ -65,6 +65,7 @@ def positive_int(value: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser for the CLI."""
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="plot.py",
         description=(
             "Plot learning curves (episode return vs cumulative env steps) from "
@@ -193,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                 title = f"{args.title}: {env_id}" if args.title else env_id
                 path = os.path.join(args.out_dir, env_filename(env_id))
                 written.append(plot_curves(curves, path, title, args.xmax, args.band))
+            if histories and not groups:  # histories only: one figure of them
+                path = os.path.join(args.out_dir, "policy_history.png")
+                written.append(plot_curves(list(histories), path, args.title or "policy history",
+                                           args.xmax, args.band))
         else:
             multi_env = len(groups) > 1
             curves = list(histories)

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.distributions as D
 
-from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian
+from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 
 
 @pytest.fixture(autouse=True)
@@ -55,6 +55,35 @@ def test_bernoulli_matches_torch():
     torch.testing.assert_close(dist.entropy(), ref.entropy())
     torch.testing.assert_close(dist.mode(), (ref.mean > 0.5).float())
     assert set(dist.sample().unique().tolist()) <= {0.0, 1.0}
+
+
+def test_multicategorical_matches_torch():
+    """SB3's MultiDiscrete semantics: independent categoricals, log-probs and entropies summed."""
+    head = MultiCategorical(8, [3, 5, 2])
+    x = torch.randn(32, 8) * 50
+    dist = head(x)
+    refs = [D.Categorical(logits=part) for part in torch.split(head.linear(x), [3, 5, 2], -1)]
+    actions = torch.stack([torch.randint(0, n, (32,)) for n in (3, 5, 2)], -1)
+    torch.testing.assert_close(
+        dist.log_probs(actions),
+        sum(r.log_prob(actions[:, d]) for d, r in enumerate(refs)).unsqueeze(1))
+    torch.testing.assert_close(dist.entropy(), sum(r.entropy() for r in refs))
+    assert torch.equal(dist.mode(), torch.stack([r.probs.argmax(-1) for r in refs], -1))
+    sample = dist.sample()
+    assert sample.shape == (32, 3) and sample.dtype == torch.long
+    assert all(0 <= sample[:, d].min() and sample[:, d].max() < n for d, n in enumerate((3, 5, 2)))
+
+
+def test_multicategorical_sampling_frequencies():
+    head = MultiCategorical(2, [3, 2])
+    with torch.no_grad():
+        head.linear.weight.zero_()
+        head.linear.bias.copy_(torch.tensor([0.0, 1.0, 2.0, -1.0, 1.0]))
+    samples = head(torch.zeros(20000, 2)).sample()
+    for d, (lo, hi) in enumerate([(0, 3), (3, 5)]):
+        counts = torch.bincount(samples[:, d], minlength=hi - lo).float()
+        torch.testing.assert_close(counts / counts.sum(), torch.softmax(head.linear.bias[lo:hi], -1),
+                                   atol=0.015, rtol=0)
 
 
 def test_log_probs_are_differentiable():

@@ -342,3 +342,22 @@ def test_merged_normalizer_deltas_equal_one_normalizer_fed_all_data():
     # Nothing seen: an empty delta, and merging it changes nothing.
     assert normalizer_delta(shared, shared) == {}
     assert torch.equal(merge_normalizer(shared, [{}])["ob_rms"]["mean"], shared["ob_rms"]["mean"])
+
+
+@pytest.mark.parametrize("kind", ["dummy", "shmem"])
+def test_mujoco_warnings_once_and_no_log_file(tmp_path, kind):
+    """MuJoCo warns at every model load (gymnasium's HalfCheetah XML uses a deprecated attribute)
+    and writes MUJOCO_LOG.TXT into the working directory; here: one line, no file."""
+    import subprocess
+    import sys
+
+    code = ("from a2c_ppo_acktr.envs import make_vec_envs\n"
+            f"e = make_vec_envs('HalfCheetah-v5', 0, 4, 0.99, None, 'cpu', False, vec_env='{kind}')\n"
+            "e.reset(); e.close()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "mujoco" in line.lower()]
+    assert len(lines) <= 1, lines  # 4 without the handler (one per env), today's MuJoCo warns
+    assert all(line.startswith("mujoco: warning: ") for line in lines)
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()

@@ -60,6 +60,10 @@ def test_enjoy_and_plot_play_the_history(tmp_path, capsys):
     proc = plot("--history", f"a2c={directory}", "--episodes", "3", "--out", out)
     assert proc.returncode == 0 and os.path.getsize(out) > 0, proc.stderr
     assert "80 steps, deterministic return" in proc.stdout and "160 steps" in proc.stdout
+    proc = plot("--history", f"a2c={directory}", "--episodes", "1", "--out-dir", str(tmp_path / "d"))
+    written = str(tmp_path / "d" / "policy_history.png")
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == written, proc.stderr
+    assert os.path.getsize(written) > 0
     with pytest.raises(CheckpointError, match="no policy history"):
         evaluate_history(str(tmp_path / "nowhere"))
     proc = plot("--history", f"a2c={tmp_path}", "--out", out)  # no <steps>.pt there

@@ -14,6 +14,7 @@ SPACES = {
     "discrete": (spaces.Discrete(3), (1,), torch.long),
     "box": (spaces.Box(-1, 1, (2,), np.float32), (2,), torch.float32),
     "multibinary": (spaces.MultiBinary(4), (4,), torch.float32),
+    "multidiscrete": (spaces.MultiDiscrete([3, 2, 4]), (3,), torch.long),
 }
 
 

@@ -78,7 +78,8 @@ def _runnable(argv):
     if env_free[:1] == ["torchrun"]:
         return True
     return env_free[:1] in (["python"], ["python3"]) and len(env_free) > 1 and \
-        env_free[1].startswith(ENTRY_POINTS)
+        (env_free[1].startswith(ENTRY_POINTS) or env_free[1] == "-m" and len(env_free) > 2
+         and env_free[2].startswith("a2c_ppo_acktr."))  # python -m a2c_ppo_acktr.run.export
 
 
 def _flag(argv, name, default):
@@ -100,7 +101,7 @@ def shorten(argv, sandbox):
         argv[0] = sys.executable
     elif argv[0] == "torchrun":  # the one installed beside this Python
         argv[0] = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    script = next(a for a in argv if a.endswith(".py"))
+    script = next((a for a in argv if a.endswith(".py")), "")  # "": python -m <module>
     if script == "main.py":
         ranks = _flag(argv, "--nproc_per_node", 1)
         updates = UPDATES.get(argv[argv.index("--log-dir") + 1], 1) if "--log-dir" in argv else 1

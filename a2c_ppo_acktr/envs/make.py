@@ -82,7 +82,7 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
     spec = _env_spec(env_name)
     if vec_env == "auto":
         vec_env = _auto_vec_env(spec, num_processes, render_mode)
-        if vec_env in ("ale", "native"):
+        if vec_env != "dummy":
             _announce(env_name, vec_env)
     if vec_env in ("ale", "ale-pipelined", "native"):
         _check_backend(vec_env, spec, env_name, render_mode, num_processes)

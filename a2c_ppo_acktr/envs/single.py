@@ -2,6 +2,7 @@
 import difflib
 import importlib
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -39,10 +40,31 @@ def _register_ale() -> None:
         _ale_registered = True
 
 
-def _register_own() -> None:
-    """Register this project's demo ids (``RealTimeDrone-v0``), like the ALE ids: on a miss."""
-    from a2c_ppo_acktr.realtime import drone  # imported only for an id gymnasium does not know
-    drone.register()
+_mujoco_seen: set[str] | None = None
+
+
+def _mujoco_warnings_once(show: bool = True) -> None:
+    """Route MuJoCo's warnings to one stderr line per distinct message, from the process that
+    builds env rank 0 (``show``; worker processes of other ranks stay quiet). MuJoCo's own handler
+    prints each warning at every model load (64 times for 64 envs) and appends it to
+    ``MUJOCO_LOG.TXT`` in the working directory. The first call in a process decides."""
+    global _mujoco_seen
+    if _mujoco_seen is not None:
+        return
+    import mujoco
+
+    _mujoco_seen = set()
+
+    def warn(message: str) -> None:
+        if show and message not in _mujoco_seen:
+            _mujoco_seen.add(message)
+            print(f"mujoco: warning: {message}", file=sys.stderr, flush=True)
+
+    mujoco.set_mju_user_warning(warn)
+
+
+def _is_mujoco(spec: EnvSpec) -> bool:
+    return isinstance(spec.entry_point, str) and spec.entry_point.startswith("gymnasium.envs.mujoco")
 
 
 def _env_spec(env_id: str) -> EnvSpec:
@@ -63,7 +85,6 @@ def _env_spec(env_id: str) -> EnvSpec:
         except gym.error.Error:
             if attempt == 0:
                 _register_ale()  # ale_py is imported only when the id is not a stock one
-                _register_own()
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ConfigError(f"unknown env id {env_id!r}{hint}")
@@ -146,10 +167,12 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
     ``gym.make`` (they override ``render_mode`` and the Atari ``frameskip`` set here).
     """
     spec = _env_spec(env_id)
-    atari = _is_atari(spec)
+    atari, mujoco = _is_atari(spec), _is_mujoco(spec)
 
     def _thunk() -> gym.Env:
         kwargs = {}
+        if mujoco:
+            _mujoco_warnings_once(show=rank == 0)
         if atari:
             _register_ale()  # a fresh worker process has not registered them yet
             if spec.kwargs.get("frameskip", 1) != 1:
@@ -199,6 +222,8 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
 def check_env_kwargs(env_id: str, env_kwargs: dict) -> None:
     """Build and close one env with ``env_kwargs``: a bad key is a one-line ValueError here, not a
     traceback from a worker process."""
+    if _is_mujoco(_env_spec(env_id)):
+        _mujoco_warnings_once()
     try:
         gym.make(env_id, **env_kwargs).close()
     except (TypeError, ValueError) as e:  # TypeError: unknown key; ValueError: rejected value

@@ -1,6 +1,6 @@
 """Real-time environments with rtgym's timing semantics (``env``); ``drone`` is a demo device.
 
-Importing this package registers nothing: ``drone.register()`` adds ``RealTimeDrone-v0``.
+``import a2c_ppo_acktr`` registers the demo's id ``RealTimeDrone-v0`` (``drone.register()``).
 """
 from a2c_ppo_acktr.realtime.env import (
     BENCHMARK_KEYS,

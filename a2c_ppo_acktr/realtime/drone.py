@@ -1,8 +1,8 @@
 """``RealTimeDrone-v0``: the dummy RC drone of the rtgym tutorial, simulated in a thread.
 
-A demo of ``a2c_ppo_acktr.realtime``: nothing registers it on import. ``register()`` does;
-``make_vec_envs`` calls it when it meets the id (``envs.single``), so
-``python main.py --env-name RealTimeDrone-v0`` works as typed.
+A demo of ``a2c_ppo_acktr.realtime``, registered with gymnasium by ``import a2c_ppo_acktr``
+(``register()``), so ``python main.py --env-name RealTimeDrone-v0`` and
+``gym.make("a2c_ppo_acktr:RealTimeDrone-v0")`` work as typed.
 """
 import threading
 import time

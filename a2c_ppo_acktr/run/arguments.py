@@ -30,7 +30,12 @@ def _count(text):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (``fail``), not the usage and then the error."""
+    """An ArgumentParser whose errors are one line (``fail``), not the usage and then the error,
+    and which takes no abbreviations: ``--num-env 1024`` is an error, not ``--num-env-steps``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         fail(f"{message} (see --help)", prog=self.prog)

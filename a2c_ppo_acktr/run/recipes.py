@@ -101,7 +101,7 @@ def command(env: str, name: str, num_env_steps: int | None = None, seed: int = 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="print the main.py command of a recipe")
+    p = argparse.ArgumentParser(allow_abbrev=False, description="print the main.py command of a recipe")
     p.add_argument("env")
     p.add_argument("recipe", nargs="?", default="tuned", choices=RECIPES)
     p.add_argument("--num-env-steps", type=int, default=None)

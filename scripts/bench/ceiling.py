@@ -166,7 +166,8 @@ def time_parts(c, seconds=1.0):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", nargs="+", default=["a", "b", "c"], choices=sorted(TARGETS))
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (parts, SB3) per case")
     p.add_argument("--no-sb3", action="store_true", help="time the parts only, no SB3 runs")

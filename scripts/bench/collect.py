@@ -19,7 +19,7 @@ from a2c_ppo_acktr.storage import RolloutStorage
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--env-id", default="PongNoFrameskip-v4")
     p.add_argument("--kinds", nargs="+", default=["ale", "ale-pipelined"])
     p.add_argument("--num-envs", type=int, default=8)

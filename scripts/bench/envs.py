@@ -165,7 +165,7 @@ def print_report(report):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--env-ids", nargs="+", default=["CartPole-v1", "HalfCheetah-v5"])
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--steps", type=int, default=2000, help="timed vector steps per run")

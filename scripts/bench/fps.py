@@ -155,7 +155,8 @@ def measure(impl, case, seed, vec_env=None):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", nargs="+", default=list("abcde"), choices=list("abcde"))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2],
                    help="one alternating round (ours, SB3) per seed")

@@ -167,7 +167,7 @@ def bench_allreduce():
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--only", choices=["fps", "bytes", "allreduce"])
     p.add_argument("--env", action="append", choices=list(CASES), help="fps: these envs only")
     args = p.parse_args()

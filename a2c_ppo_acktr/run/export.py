@@ -1,0 +1,234 @@
+"""A checkpoint's deterministic policy as one file that runs with torch alone, for deployment.
+
+Usage::
+
+    python -m a2c_ppo_acktr.run.export CHECKPOINT [--out FILE] [--format pt2|onnx]
+
+    python -m a2c_ppo_acktr.run.export trained_models/ppo/CartPole-v1_seed1.pt
+    # -> trained_models/ppo/CartPole-v1_seed1.pt2; then, anywhere with torch:
+    #    policy = torch.export.load("CartPole-v1_seed1.pt2").module(); action = policy(obs)
+
+The module computes what ``enjoy.py`` does with deterministic actions, from the observation as
+the env stack of ``make_vec_envs`` hands it to the policy, before normalization:
+
+- ``obs`` is batched, ``(N, *obs_shape)``. Vector observations are the env's own, of its
+  observation space's dtype; the training run's ``VecNormalize`` statistics are folded in, frozen:
+  ``clip((obs - mean) / sqrt(var + epsilon), -clip_obs, clip_obs)`` in float64, as the env stack
+  computes it. Atari observations are uint8 ``(N, 4, 84, 84)``: the last 4 frames, oldest first,
+  each the ALE screen after ``NoopResetEnv``, ``MaxAndSkipEnv(skip=4)`` (the max of the last two
+  frames) and ``WarpFrame`` (84x84 grayscale); at an episode's start the older frames are zeros.
+  Frame stacking keeps state between steps, so it stays with the caller; the division by 255 is
+  in the model.
+- The action is the distribution's mode: Discrete -> the argmax index, ``(N,)`` int64; Box -> the
+  Gaussian mean clipped to the action space's bounds, ``(N, A)`` float32, as ``VecPyTorch`` clips
+  what it sends to the env; MultiDiscrete -> ``(N, D)`` int64, the argmax of each dimension;
+  MultiBinary -> ``(N, D)`` float32 0/1.
+- A recurrent (GRU) policy takes and returns its state: ``action, hidden = policy(obs, hidden,
+  mask)``, ``hidden`` ``(N, H)`` float32 zeros at the start, ``mask`` ``(N, 1)`` float32, 0 where
+  an episode starts (the state is reset there) and 1 elsewhere.
+
+The default format is ``torch.export``'s (``.pt2``, ``torch.export.load``): TorchScript, the
+older way, is deprecated (torch 2.13 warns at ``torch.jit.trace``, ``save`` and ``load``).
+Its ``policy.json`` extra file describes the inputs and outputs. ``.pt2`` inputs keep the dtypes
+the file was made with (the observation space's: float32 for CartPole, float64 for MuJoCo, uint8
+for Atari; float32 ``hidden`` and ``mask``) and any batch size. ONNX (``.onnx``, the same in
+its model properties) needs the ``onnx`` and ``onnxscript`` packages, which this project does
+not depend on. The default ``--out`` is the checkpoint's path with that suffix.
+
+Bad input (a missing or unreadable file, not a checkpoint of main.py, an ``--out`` that cannot be
+written) is one line on stderr and exit status 2, with nothing written.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+from gymnasium import spaces
+
+from a2c_ppo_acktr.envs import Normalizer, get_vec_normalize
+from a2c_ppo_acktr.errors import CheckpointError, ConfigError, Error
+from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.run.checkpoint import build_policy, load_policy_checkpoint
+from a2c_ppo_acktr.run.playback import play_envs
+from a2c_ppo_acktr.utils import save_atomic
+
+PROG = "a2c_ppo_acktr.run.export"
+FORMATS = {"pt2": ".pt2", "onnx": ".onnx"}
+
+
+class DeployedPolicy(nn.Module):
+    """``policy`` acting deterministically on raw observations: the frozen observation
+    normalizer before it, the action space's bounds after it (see the module's docstring)."""
+
+    def __init__(self, policy: Policy, normalizer: Normalizer | None,
+                 action_space: spaces.Space) -> None:
+        super().__init__()
+        self.base, self.dist = policy.base, policy.dist
+        self.recurrent = policy.is_recurrent
+        rms = normalizer.ob_rms if normalizer is not None else None
+        self.normalize = rms is not None
+        if rms is not None:  # float64, as VecNormalize normalizes
+            self.register_buffer("obs_mean", torch.from_numpy(np.array(rms.mean, np.float64)))
+            self.register_buffer("obs_std", torch.from_numpy(np.sqrt(rms.var + normalizer.epsilon)))
+            self.clip_obs = float(normalizer.clip_obs)
+        self.discrete = isinstance(action_space, spaces.Discrete)
+        self.bounded = isinstance(action_space, spaces.Box)
+        if self.bounded:
+            self.register_buffer("low", torch.as_tensor(action_space.low, dtype=torch.float32))
+            self.register_buffer("high", torch.as_tensor(action_space.high, dtype=torch.float32))
+        self.register_buffer("no_state", torch.zeros(0))  # a feed-forward base ignores its state
+
+    def forward(self, obs: torch.Tensor, hidden: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None):
+        x = obs
+        if self.normalize:
+            x = ((obs.double() - self.obs_mean) / self.obs_std).clamp(-self.clip_obs, self.clip_obs)
+            x = x.float()
+        if not self.recurrent:
+            hidden = mask = self.no_state
+        _, features, hidden = self.base(x, hidden, mask)
+        action = self.dist(features).mode()
+        if self.discrete:
+            action = action.squeeze(-1)  # (N, 1) -> (N,), the indices an env takes
+        if self.bounded:  # VecPyTorch's clip: np.minimum(np.maximum(a, low), high)
+            action = torch.minimum(torch.maximum(action, self.low), self.high)
+        return (action, hidden) if self.recurrent else action
+
+
+def describe(ckpt: dict, module: DeployedPolicy, obs_space: spaces.Box, action_space: spaces.Space,
+             hidden_size: int) -> dict:
+    """What the exported file takes and gives: its metadata, and the closing message."""
+    shape = "(N, " + ", ".join(str(d) for d in obs_space.shape) + ")"
+    if len(obs_space.shape) == 3:
+        obs = f"{shape} uint8, the last {obs_space.shape[0]} frames, oldest first"
+    else:
+        obs = f"{shape} {obs_space.dtype}, the env's raw observations" + (
+            " (normalized inside)" if module.normalize else "")
+    action = {spaces.Discrete: "(N,) int64 action index",
+              spaces.Box: "(N, A) float32 Gaussian mean, clipped to the action space",
+              spaces.MultiDiscrete: "(N, D) int64, an index per dimension",
+              spaces.MultiBinary: "(N, D) float32 0/1"}[type(action_space)]
+    info = {"env_name": ckpt["env_name"], "algo": ckpt.get("algo"), "env_steps": ckpt.get("env_steps"),
+            "obs_shape": list(obs_space.shape), "obs_dtype": str(obs_space.dtype),
+            "action_space": ckpt.get("action_space"), "recurrent": module.recurrent,
+            "call": "action = policy(obs)", "obs": obs, "action": action}
+    if module.recurrent:
+        info.update(call="action, hidden = policy(obs, hidden, mask)", hidden_size=hidden_size,
+                    hidden=f"(N, {hidden_size}) float32, zeros at the start",
+                    mask="(N, 1) float32, 0 where an episode starts, else 1")
+    return info
+
+
+def example_inputs(module: DeployedPolicy, obs_space: spaces.Box, hidden_size: int,
+                   batch: int = 2) -> tuple[torch.Tensor, ...]:
+    """Inputs to export with: a batch of 2, since torch.export takes a size of 1 for a constant."""
+    obs = torch.as_tensor(np.stack([obs_space.sample() for _ in range(batch)]))
+    if not module.recurrent:
+        return (obs,)
+    return obs, torch.zeros(batch, hidden_size), torch.ones(batch, 1)
+
+
+def exported_program(module: DeployedPolicy, example: tuple) -> torch.export.ExportedProgram:
+    """``module`` as a graph of torch operators, for any batch size; each input keeps its dtype."""
+    batch = torch.export.Dim("batch", min=1)
+    with warnings.catch_warnings():  # "GRU._flat_weights assigned during export": harmless here
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.export.export(module, example, dynamic_shapes=tuple({0: batch} for _ in example))
+
+
+def _pt2(program: torch.export.ExportedProgram, info: dict):
+    def save(program, f):
+        with warnings.catch_warnings():  # on the CNN's channels-last weights; they load exactly
+            warnings.filterwarnings("ignore", "No complete tensor found")
+            torch.export.save(program, f, extra_files={"policy.json": json.dumps(info, indent=1)})
+    return program, save
+
+
+def _onnx(program: torch.export.ExportedProgram, info: dict):
+    import onnx  # check_format made sure it is there
+
+    n = len(program.graph_signature.user_inputs)
+    model = torch.onnx.export(program, input_names=["obs", "hidden", "mask"][:n],
+                              output_names=["action", "hidden"][:1 + (n > 1)], verbose=False).model_proto
+    onnx.helper.set_model_props(model, {k: str(v) for k, v in info.items()})
+    return model, lambda m, f: f.write(m.SerializeToString())
+
+
+def check_format(fmt: str) -> None:
+    """ConfigError unless ``fmt`` can be written here."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
+    if fmt == "onnx" and missing:
+        raise ConfigError(f"--format onnx needs the packages onnx and onnxscript: "
+                          f"pip install {' '.join(missing)}")
+
+
+def check_out(out: str) -> None:
+    """CheckpointError unless ``out`` can be written: not a directory, and its nearest existing
+    ancestor a writable directory (missing directories below it are created)."""
+    if os.path.isdir(out):
+        raise CheckpointError(f"cannot write {out}: it is a directory")
+    parent = os.path.dirname(os.path.abspath(out))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise CheckpointError(f"cannot write {out}: {parent} is not a writable directory")
+
+
+def export_policy(path: str, out: str | None = None, fmt: str = "pt2") -> tuple[str, dict]:
+    """Write the deterministic policy of the checkpoint at ``path`` to ``out`` (default: ``path``
+    with the format's suffix); -> (``out``, its description). Bad input raises ``Error``."""
+    check_format(fmt)
+    ckpt = load_policy_checkpoint(path)
+    out = out or os.path.splitext(path)[0] + FORMATS[fmt]
+    check_out(out)
+    # The env as enjoy.py builds it: its spaces check the checkpoint, its normalizer is frozen at
+    # the run's statistics by build_policy.
+    with play_envs(argparse.Namespace(env_name=ckpt["env_name"], seed=0), ckpt) as envs:
+        policy = build_policy(ckpt, path, envs)
+        module = DeployedPolicy(policy, get_vec_normalize(envs), envs.action_space).eval()
+        module.requires_grad_(False)  # no autograd graph behind the outputs where it is loaded
+        obs_space, hidden_size = envs.observation_space, policy.recurrent_hidden_state_size
+        info = describe(ckpt, module, obs_space, envs.action_space, hidden_size)
+    example = example_inputs(module, obs_space, hidden_size)
+    with torch.no_grad():
+        exported, save = (_pt2 if fmt == "pt2" else _onnx)(exported_program(module, example), info)
+    save_atomic(exported, out, save=save)
+    return out, info
+
+
+def main(argv: list[str] | None = None) -> int:
+    from a2c_ppo_acktr.run.arguments import Parser, fail  # an entry point: it may exit
+
+    p = Parser(prog=PROG, description="Write the deterministic policy of a checkpoint of main.py "
+               "as a file that runs with torch alone")
+    p.add_argument("checkpoint", help="a checkpoint saved by main.py (.pt)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="where to write (default: the checkpoint's path with .pt2 / .onnx)")
+    p.add_argument("--format", default="pt2", choices=list(FORMATS),
+                   help="pt2: torch.export's file, loaded by torch.export.load (default); onnx: "
+                   "needs the onnx and onnxscript packages")
+    args = p.parse_args(argv)
+    try:
+        out, info = export_policy(args.checkpoint, args.out, args.format)
+    except Error as e:
+        fail(str(e), prog=PROG)
+    if args.format == "pt2":
+        print(f"wrote {out}; policy = torch.export.load(path).module(), then {info['call']}")
+    else:
+        print(f"wrote {out}; inputs {info['call'].split('(')[1].rstrip(')')}; outputs "
+              f"{info['call'].split(' = ')[0]}")
+    for name in ("obs", "hidden", "mask", "action"):
+        if name in info:
+            print(f"  {name}: {info[name]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
