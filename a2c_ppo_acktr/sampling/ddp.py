@@ -142,7 +142,7 @@ class DDPCollector(Collector):
     """This rank's envs fill its rollout; then the ranks merge their normalizer statistics, so
     every rank normalizes the next rollout alike."""
 
-    inexact = "torchrun: the ranks' envs are not saved (rank 0 saves its weights only)"
+    inexact = "torchrun: rank 0 saves the learner, not the envs of the ranks"
 
     def __init__(self, ddp: DDP, envs: Any, *args: Any, **kwargs: Any) -> None:
         self.ddp = ddp
