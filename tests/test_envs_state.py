@@ -10,6 +10,8 @@ import torch
 from a2c_ppo_acktr.envs import DummyVecEnv, ShmemVecEnv, make_env
 from a2c_ppo_acktr.envs.state import (
     capture_envs,
+    decode,
+    encode,
     env_state,
     inexact_reason,
     load_env_state,
@@ -44,25 +46,36 @@ def same(a, b):
 
 # Ant and Humanoid read body positions left by the previous step before stepping: the integration
 # state alone would not do. Pong: the emulator with its sticky-action RNG, the Atari wrappers.
-@pytest.mark.parametrize("env_id, before, after", [("CartPole-v1", 30, 300), ("HalfCheetah-v5", 50, 100),
-                                                   ("Ant-v5", 50, 100), ("Hopper-v5", 20, 150),
-                                                   ("ALE/Pong-v5", 100, 200)])
+@pytest.mark.parametrize("env_id, before, after", [("CartPole-v1", 30, 300), ("Blackjack-v1", 5, 50),
+                                                   ("HalfCheetah-v5", 50, 100), ("Ant-v5", 50, 100),
+                                                   ("Hopper-v5", 20, 150), ("ALE/Pong-v5", 100, 200)])
 def test_restored_env_goes_on_as_the_original(tmp_path, env_id, before, after):
-    """Episodes end and restart in the stretch compared where CartPole and Hopper fall: the
+    """Episodes end and restart in the stretch compared for CartPole, Blackjack and Hopper: the
     Monitor's running episode carries over."""
-    env = make_env(env_id, 0, 0, str(tmp_path), False)()
+    env = make_env(env_id, 0, 2, str(tmp_path), False)()  # rank 0 would announce flattening
     env.reset()
     actions = [env.action_space.sample() for _ in range(before + after)]
     steps(env, actions[:before])
     state = weights_only(env_state(env))
     reference = steps(env, actions[before:])
-    if env_id in ("CartPole-v1", "Hopper-v5"):
+    if env_id in ("CartPole-v1", "Blackjack-v1", "Hopper-v5"):
         assert any(r[4] for r in reference)
     other = make_env(env_id, 7, 1, str(tmp_path), False)()
     other.reset()
     load_env_state(other, state)
     assert same(steps(other, actions[before:]), reference)
     assert inexact_reason(env) is None
+
+
+def test_numpy_values_keep_their_type_through_a_weights_only_load():
+    values = [np.float64(0.1), np.float32(2.5), np.int64(-3), np.bool_(True), np.str_("a"),
+              np.arange(6, dtype=np.uint32).reshape(2, 3), (1, [2.0, None], "x"),
+              np.random.default_rng(5)]
+    decoded = [decode(v) for v in weights_only([encode(v) for v in values])]
+    for v, d in zip(values[:6], decoded):
+        assert type(d) is type(v) and np.array_equal(d, v) and np.asarray(d).dtype == np.asarray(v).dtype
+    assert decoded[6] == values[6]
+    assert decoded[7].integers(1 << 30) == np.random.default_rng(5).integers(1 << 30)
 
 
 def test_unknown_wrappers_and_simulators_are_named():

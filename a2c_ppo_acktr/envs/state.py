@@ -52,7 +52,7 @@ class _Unplain(Exception):
 def encode(value: Any) -> Any:
     """``value`` as plain values: numpy arrays and scalars as {dtype, shape, bytes}, generators
     as their bit generator's state; ``_Unplain`` for anything else."""
-    if isinstance(value, _PLAIN):
+    if type(value) in _PLAIN:  # not isinstance: np.float64 is a float, np.str_ a str
         return value
     if isinstance(value, (np.ndarray, np.generic)) and value.dtype != object:
         return {"ndarray": value.dtype.str, "shape": list(np.shape(value)), "scalar":
