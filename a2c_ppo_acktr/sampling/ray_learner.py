@@ -35,7 +35,8 @@ from a2c_ppo_acktr.sampling.ray_actors import (
 from a2c_ppo_acktr.storage import RolloutStorage
 from a2c_ppo_acktr.utils import signals_stay_here
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # uploaded to a Ray cluster
+# The repository (a2c_ppo_acktr/sampling/ -> ..): uploaded to a Ray cluster, the workers' path
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class WorkerGroup:
