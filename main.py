@@ -5,9 +5,15 @@ The loop (``train``) is the algorithm box of the papers: collect ``num_steps`` t
 update the agent, then log / save / evaluate. How the envs are stepped (in this process, in a
 thread, in Ray workers, on torchrun ranks) is chosen once, in ``start``, as a ``Collector``.
 """
+# ruff: noqa: E402  (signals are handled before the slow imports below)
+import sys
+
+if __name__ == "__main__":  # a signal during the imports (seconds) ends the process in one line
+    from a2c_ppo_acktr.run.interrupt import exit_on_signals
+    exit_on_signals()
+
 import functools
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,8 +38,9 @@ from a2c_ppo_acktr.run.checkpoint import (
     save_checkpoint,
 )
 from a2c_ppo_acktr.run.config import write_config
-from a2c_ppo_acktr.run.interrupt import StopRequest
+from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
+from a2c_ppo_acktr.run.resume import resume_exactly
 from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
 from a2c_ppo_acktr.sampling.ddp import DDP
 from a2c_ppo_acktr.speed import compile_seconds
@@ -67,20 +74,28 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = get_args(argv)
     with StopRequest() as stop:  # Ctrl-C / SIGTERM: finish the update, save, exit 130 / 143
         try:
-            run = start(args)
+            run = start(args, stop)
         except Error as e:  # bad input found while building: one line, nothing left on disk
             fail(str(e))
+        except Interrupted as e:  # a signal while building: undone, one line
+            print(f"{program()}: {e}", file=sys.stderr)
+            return e.exit_status
         try:
             return train(args, run, stop)
         finally:
             run.close()
 
 
-def start(args) -> Run:
+def start(args, stop: StopRequest) -> Run:
     """Check the inputs (``Error`` when bad, before anything is on disk), then build the run:
-    directories, envs, policy, agent, restored on --resume, and the collector."""
+    directories, envs, policy, agent, restored on --resume, and the collector. A signal
+    meanwhile (``stop``) undoes what was built and raises ``Interrupted``."""
     ddp = DDP.from_env(args)  # under torchrun: this process is one rank of one learner
     rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)
+
+    def stop_if_asked() -> None:  # all ranks at the same points, as they stop together
+        stop.check(ddp.any(stop.requested) if ddp else None)
+
     paths = run_paths(args)
     if lead:
         check_run(args, paths)
@@ -100,13 +115,15 @@ def start(args) -> Run:
     device = ddp.device if ddp else torch.device("cuda:0" if args.cuda else "cpu")
 
     # Inputs are valid: from here on this run's directories exist, until it fails to start.
+    stop_if_asked()
     created = make_run_dirs(args, paths, resumed) if lead else []
     if ddp:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
-    envs = None
+    envs = collector = None
     try:
         envs, actor_critic, agent, discr, expert_loader = build_run(args, paths, device, resumed,
                                                                     rank)
+        stop_if_asked()
         if lead:
             write_config(args.config, paths.log_dir)
         if ddp:
@@ -116,8 +133,12 @@ def start(args) -> Run:
         steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
         updates = range(env_steps // steps_per_update, args.num_env_steps // steps_per_update)
         collector = build_collector(args, paths, envs, actor_critic, device, ddp, len(updates))
+        inexact = resume_exactly(collector, resumed) if resumed else None
+        stop_if_asked()
     except BaseException:
-        if envs is not None:  # build_run closes them itself on its own failures
+        if collector is not None:  # closes the envs too
+            collector.close()
+        elif envs is not None:  # build_run closes them itself on its own failures
             envs.close()
         if lead:
             abandon(paths, created, bool(resumed))
@@ -128,6 +149,8 @@ def start(args) -> Run:
             warn(warning)
         for note in args.notes:  # the recipe's values, or what a resumed run changed
             print(note, flush=True)
+        if inexact:
+            warn(f"--resume continues approximately, from new episodes: {inexact}")
         print(f"run files: logs {paths.log_dir}/, checkpoint "
               f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
         total = updates.stop * steps_per_update

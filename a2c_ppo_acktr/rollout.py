@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from a2c_ppo_acktr.envs import get_vec_normalize, normalizer_state
+from a2c_ppo_acktr.envs.state import Inexact, load_vec_env_state, vec_env_state
 from a2c_ppo_acktr.envs.torch_vec import to_device
 from a2c_ppo_acktr.evaluation import evaluation_row
 from a2c_ppo_acktr.model import Policy
@@ -165,6 +166,10 @@ class Collector:
     ``evaluation.evaluate``) is called as ``evaluate(actor_critic, obs_rms)`` -> episode returns.
     """
 
+    # Why this sampling mode cannot save and restore its envs' state (None: it can).
+    inexact: str | None = None
+    _SLOT0 = ("obs", "recurrent_hidden_states", "masks", "bad_masks")
+
     def __init__(self, envs: Any, actor_critic: Policy, num_steps: int,
                  use_proper_time_limits: bool, device: torch.device | str,
                  evaluate: Callable[[Policy, dict | None], list[float]] | None = None) -> None:
@@ -191,6 +196,40 @@ class Collector:
     def normalizer_state(self) -> dict | None:
         """The normalizer's statistics as of the end of the last rollout (checkpoints, evaluation)."""
         return normalizer_state(self.envs)
+
+    def resume_state(self) -> dict:
+        """What resuming exactly needs besides the weights and the normalizer's statistics, read
+        between updates as plain values: the envs' state, the storage's slot 0 (where the next
+        rollout starts) and the recent episode returns. ``{"inexact": why}`` where it cannot."""
+        try:
+            envs = vec_env_state(self.envs) if self.inexact is None else None
+        except Inexact as e:
+            return {"inexact": str(e)}
+        if envs is None:
+            return {"inexact": self.inexact}
+        return {"envs": envs, "slot0": {k: getattr(self.rollouts, k)[0].cpu().clone()
+                                        for k in self._SLOT0},
+                "episode_returns": list(self.episode_returns), "timeouts": list(self.timeouts)}
+
+    def load_resume_state(self, state: dict) -> str | None:
+        """Back to ``state`` (``resume_state``'s, of a run built alike and just started); ->
+        None, or why it cannot (the run then goes on from fresh episodes)."""
+        if self.inexact is not None or "inexact" in state:
+            return self.inexact or state["inexact"]
+        slot0 = state["slot0"]
+        if any(slot0[k].shape != getattr(self.rollouts, k)[0].shape for k in self._SLOT0):
+            return (f"the checkpoint holds {slot0['obs'].shape[0]} envs of observations "
+                    f"{tuple(slot0['obs'].shape[1:])}, this run {self.num_envs} of "
+                    f"{tuple(self.rollouts.obs.shape[2:])}")
+        try:
+            load_vec_env_state(self.envs, state["envs"])
+        except Inexact as e:
+            return str(e)
+        for k in self._SLOT0:
+            getattr(self.rollouts, k)[0].copy_(slot0[k])
+        self.episode_returns.extend(state["episode_returns"])
+        self.timeouts[:] = state["timeouts"]
+        return None
 
     def collect(self, actor_critic: Policy) -> RolloutStorage:
         """One rollout of ``num_steps`` x ``num_envs`` transitions by ``actor_critic``."""

@@ -1,8 +1,12 @@
-"""Small helpers shared by the modules: layer init, env ids as file names, atomic saves."""
+"""Small helpers shared by the modules: layer init, env ids as file names, atomic saves, helper
+processes and signals."""
+import contextlib
 import glob
 import os
+import signal
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
 import torch
@@ -66,3 +70,25 @@ def remove_stale_temporaries(path: str) -> list:
     for tmp in stale:
         os.remove(tmp)
     return stale
+
+
+@contextlib.contextmanager
+def signals_stay_here() -> Iterator[None]:
+    """Processes started inside ignore SIGINT and SIGTERM: Ctrl-C and a scheduler's SIGTERM
+    reach the whole process group, and only this process is to act on them (it saves, then
+    closes its helpers). An ignored signal is inherited across exec, a handler is not. Signals
+    sent meanwhile are blocked here and handled after; this process's handlers are put back,
+    also over any that a library installed meanwhile (Ray's driver aborts on SIGTERM). From the
+    main thread only: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)

@@ -2,6 +2,7 @@
 import csv
 import errno
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -13,7 +14,9 @@ import torch
 from gymnasium import spaces
 
 import main
-from a2c_ppo_acktr.run.checkpoint import load_checkpoint
+from a2c_ppo_acktr.envs import get_vec_normalize
+from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.storage import RolloutStorage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -211,26 +214,107 @@ def test_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(tmp_path, c
 
 
 # 4. Ctrl-C / SIGTERM: the update finishes, the checkpoint is saved, one line, 130 / 143.
-@pytest.mark.parametrize("signum, extra", [(signal.SIGINT, []), (signal.SIGTERM, []),
-                                           (signal.SIGINT, ["--async-rollouts"])])
-def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
-    argv = TINY + ["--num-env-steps", "10000000", "--save-interval", "100000"] + extra
-    proc = subprocess.Popen([sys.executable, "main.py", *argv, *dirs(tmp_path)], cwd=ROOT,
+def signal_run(tmp_path, argv, signum, group=False, updates=3, launcher=(sys.executable,)):
+    """Start main.py ``argv``, send ``signum`` once ``updates`` updates are logged (to its whole
+    process group, as Slurm, systemd and job control do, with ``group``); -> (status, stderr)."""
+    argv = argv + dirs(tmp_path)
+    proc = subprocess.Popen([*launcher, "main.py", *argv], cwd=ROOT, start_new_session=group,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    progress = tmp_path / "logs/a2c/CartPole-v1_seed1/progress.csv"
-    deadline = time.time() + 120
-    while time.time() < deadline and (not progress.exists()
-                                      or len(progress.read_text().splitlines()) < 4):
+    progress = pathlib.Path(run_paths(get_args(argv)).log_dir, "progress.csv")
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None and (
+            not progress.exists() or len(progress.read_text().splitlines()) <= updates):
         time.sleep(0.05)
-    proc.send_signal(signum)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signum, err
+    if group:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    if group:  # no worker, forkserver or Ray process of the run is left
+        deadline = time.time() + 20
+        while time.time() < deadline and group_alive(proc.pid):
+            time.sleep(0.1)
+        assert not group_alive(proc.pid)
+    return proc.returncode, err
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def assert_saved(err, min_steps):
+    """``err`` is the one line of a run that saved on a signal; its checkpoint holds its steps."""
     one_error_line(err, "; --resume to continue")
     steps, path = re.fullmatch(
         r"interrupted at ([\d,]+) steps; saved (\S+); --resume to continue\n", err).groups()
     ckpt = torch.load(path, weights_only=True)
-    assert ckpt["env_steps"] == int(steps.replace(",", "")) >= 48
+    assert ckpt["env_steps"] == int(steps.replace(",", "")) >= min_steps
     assert not [f for f in os.listdir(os.path.dirname(path)) if ".tmp-" in f]
+
+
+@pytest.mark.parametrize("signum, extra", [(signal.SIGINT, []), (signal.SIGTERM, []),
+                                           (signal.SIGINT, ["--async-rollouts"])])
+def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
+    argv = TINY + ["--num-env-steps", "10000000", "--save-interval", "100000"] + extra
+    status, err = signal_run(tmp_path, argv, signum)
+    assert status == 128 + signum, err
+    assert_saved(err, 48)
+
+
+# A scheduler's SIGTERM reaches every process of the group: the shmem workers and their
+# forkserver, ALE's threads, the sampler thread's envs leave it to main.py, which saves.
+@pytest.mark.parametrize("extra", [
+    ["--vec-env", "shmem"],
+    ["--vec-env", "ale", "--env-name", "PongNoFrameskip-v4"],
+    ["--vec-env", "shmem", "--async-rollouts"]], ids=["shmem", "ale", "async-shmem"])
+def test_sigterm_to_the_process_group_saves_on_every_backend(tmp_path, extra):
+    argv = TINY + ["--num-env-steps", "10000000", "--save-interval", "100000"] + extra
+    status, err = signal_run(tmp_path, argv, signal.SIGTERM, group=True, updates=2)
+    assert status == 143, err
+    assert_saved(err, 32)
+
+
+def caught_signals(pid):
+    """The signals process ``pid`` has handlers for (Linux)."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = int(next(line for line in f if line.startswith("SigCgt:")).split()[1], 16)
+    return {s for s in signal.Signals if mask >> (s - 1) & 1}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+def test_signal_while_importing_exits_in_one_line_leaving_nothing(tmp_path):
+    proc = subprocess.Popen([sys.executable, "main.py", *TINY, *dirs(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Once main.py handles SIGTERM (Python itself handles SIGINT only), it is importing torch,
+    # gymnasium, ... for a second or more; before that a signal is Python's own affair.
+    deadline = time.time() + 60
+    while signal.SIGTERM not in caught_signals(proc.pid) and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    one_error_line(err, ": SIGINT while starting: stopped before training, nothing saved")
+    assert os.listdir(tmp_path) == []
+
+
+def test_signal_while_building_undoes_the_run_in_one_line(tmp_path, capsys, monkeypatch):
+    """SIGTERM once the run's directories and envs are made: they are removed and closed."""
+    build, built = main.build_collector, []
+
+    def build_then_sigterm(*args, **kwargs):
+        built.append(build(*args, **kwargs))
+        os.kill(os.getpid(), signal.SIGTERM)  # to StopRequest's handler: a request, not an end
+        return built[-1]
+
+    monkeypatch.setattr(main, "build_collector", build_then_sigterm)
+    assert main.main(TINY + ["--vec-env", "shmem"] + dirs(tmp_path)) == 143
+    one_error_line(capsys.readouterr().err,
+                   ": SIGTERM while starting: stopped before training, nothing saved")
+    assert os.listdir(tmp_path) == [] and get_vec_normalize(built[0].envs).venv.closed
 
 
 # 6. Temporaries of a killed save are removed at the next start, this run's only.
@@ -252,14 +336,14 @@ def test_run_says_its_total_and_where_it_saved_and_logs_no_nan(tmp_path, capsys)
     out = capsys.readouterr().out
     assert ("training 50 steps: 5 updates of 10" in out
             and "done: 50 steps; checkpoint " in out)
+    # 5 steps in: no episode has ended yet; said, not logged as NaN
+    assert " No training episode has ended yet" in out and "nan" not in out
+    first = rows(tmp_path / "logs/a2c/CartPole-v1_seed1")[0]
+    assert first["timesteps"] == "10" and first["mean_return"] == first["max_return"] == ""
     assert main.main(argv + ["--num-env-steps", "105", "--resume"]) == 0
     out = capsys.readouterr().out
     assert ("training 100 steps: 10 updates of 10 (--num-env-steps 105 rounded down to whole "
             "updates), resumed after 50" in out)
-    # 5 steps after --resume: no episode has ended yet; said, not logged as NaN
-    assert " No training episode has ended yet" in out and "nan" not in out
-    first = rows(tmp_path / "logs/a2c/CartPole-v1_seed1")[5]
-    assert first["timesteps"] == "60" and first["mean_return"] == first["max_return"] == ""
 
 
 def test_help_and_mistyped_flags(capsys):

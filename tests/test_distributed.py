@@ -127,3 +127,20 @@ def test_acktr_and_ray_workers_are_refused_under_torchrun(tmp_path, capsys, monk
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_sigterm_to_torchrun_stops_all_ranks_and_rank_0_saves(tmp_path):
+    """torchrun starts each rank in a session of its own and forwards a SIGTERM it gets (from
+    its process group) to them: the ranks stop after the same update, rank 0 saves. torchrun
+    itself then reports the signal in its own words and exit status."""
+    import signal
+    import sys
+
+    from tests.test_cli import TINY, assert_saved, signal_run
+
+    argv = TINY + ["--num-env-steps", "10000000", "--save-interval", "100000"]
+    _, err = signal_run(tmp_path, argv, signal.SIGTERM, group=True, updates=2, launcher=(
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"))
+    ours = [line for line in err.splitlines(keepends=True) if line.startswith("interrupted")]
+    assert len(ours) == 1, err
+    assert_saved(ours[0], 64)

@@ -5,18 +5,18 @@ import threading
 
 import pytest
 
-from a2c_ppo_acktr.run.interrupt import StopRequest
+from a2c_ppo_acktr.run.interrupt import SIGNALS, StopRequest
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_first_signal_is_a_request_and_the_handlers_come_back(signum):
-    previous = {s: signal.getsignal(s) for s in StopRequest.SIGNALS}
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
     with StopRequest() as stop:
         assert not stop.requested
         os.kill(os.getpid(), signum)  # delivered to this (the main) thread before kill returns
         assert stop.requested and stop.signum == signum
         assert stop.exit_status == 128 + signum  # 130, 143: as a shell reports the signal
-    assert {s: signal.getsignal(s) for s in StopRequest.SIGNALS} == previous
+    assert {s: signal.getsignal(s) for s in SIGNALS} == previous
 
 
 def test_second_signal_stops_at_once_with_one_line(capsys):
@@ -34,12 +34,12 @@ def test_second_signal_stops_at_once_with_one_line(capsys):
 
 def test_outside_the_main_thread_nothing_is_installed():
     """Only the main thread may set handlers: elsewhere the request exists, never set."""
-    previous = {s: signal.getsignal(s) for s in StopRequest.SIGNALS}
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
     seen = []
 
     def run():
         with StopRequest() as stop:
-            seen.append(({s: signal.getsignal(s) for s in StopRequest.SIGNALS}, stop.requested))
+            seen.append(({s: signal.getsignal(s) for s in SIGNALS}, stop.requested))
 
     thread = threading.Thread(target=run)
     thread.start()

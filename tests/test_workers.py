@@ -20,6 +20,8 @@ from a2c_ppo_acktr.run.arguments import get_args  # noqa: E402
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_actors as workers  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_learner as worker_group  # noqa: E402
+from tests.test_cli import TINY as CLI_TINY  # noqa: E402
+from tests.test_cli import assert_saved, signal_run  # noqa: E402
 from tests.test_main import monitor_returns  # noqa: E402
 
 CRASH_MARKER = os.path.join(tempfile.mkdtemp(prefix="crashing-cartpole-"), "crashed")
@@ -206,6 +208,17 @@ def test_interrupt_saves_and_closes_the_workers(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().err == (f"interrupted at 96 steps; saved {path}; --resume to "
                                        "continue\n")
     assert load_checkpoint(path)["env_steps"] == 96 and closed == [None]
+
+
+def test_sigterm_to_the_process_group_saves_and_stops_ray(tmp_path):
+    """Ray's head processes run in main.py's process group; they leave a scheduler's SIGTERM to
+    it, which saves, then shuts Ray down: no process of the group is left."""
+    argv = CLI_TINY + ["--num-env-steps", "10000000", "--save-interval", "100000",
+                       "--num-workers", "2"]
+    status, err = signal_run(tmp_path, argv, signal.SIGTERM, group=True, updates=2)
+    assert status == 143, err
+    ours = [line for line in err.splitlines(keepends=True) if " -- " not in line]  # not Ray's log
+    assert_saved("".join(ours), 32)
 
 
 def test_worker_whose_env_crashes_is_restarted(tmp_path, capsys):

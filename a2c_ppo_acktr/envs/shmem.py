@@ -9,12 +9,13 @@ import signal
 import tempfile
 import traceback
 from collections.abc import Callable, Sequence
-from multiprocessing import reduction
+from multiprocessing import forkserver, reduction
 
 import cloudpickle
 import gymnasium as gym
 import numpy as np
 
+from a2c_ppo_acktr.envs.state import capture_envs, restore_envs
 from a2c_ppo_acktr.envs.vec_env import (
     StepResult,
     benchmark_block,
@@ -23,6 +24,7 @@ from a2c_ppo_acktr.envs.vec_env import (
     reset_block,
     step_block,
 )
+from a2c_ppo_acktr.utils import signals_stay_here
 
 
 def _shared_layout(n, observation_space, action_space):
@@ -73,7 +75,10 @@ def _send(conn, obj):
 
 def _worker(conn, env_fns_blob, first_index):
     """Worker process running envs first_index .. first_index + len(env_fns) - 1."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # on Ctrl-C the parent closes us in order
+    # Ctrl-C and a scheduler's SIGTERM reach the whole process group: the parent saves, then
+    # closes us in order (a spawned worker has no forkserver's mask: see _mp_context).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     envs, index = [], first_index
     try:
         for fn in cloudpickle.loads(env_fns_blob):
@@ -101,6 +106,14 @@ def _worker(conn, env_fns_blob, first_index):
                 conn.send(benchmark_block(envs))
             elif cmd == b"v":
                 conn.send(envs[0].render())
+            elif cmd == b"g":  # get the envs' states (a checkpoint)
+                conn.send(capture_envs(envs))
+            elif cmd == b"t":  # set them (--resume)
+                try:
+                    restore_envs(envs, conn.recv())
+                    conn.send(None)
+                except (ValueError, KeyError) as e:  # not this run's envs: they run on as they are
+                    conn.send(str(e))
             elif cmd == b"c":
                 break
     except (EOFError, ConnectionError):
@@ -126,6 +139,8 @@ def _mp_context():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])  # no effect once the server runs; harmless then
+    with signals_stay_here():  # the forkserver, and the workers it forks, leave them to us
+        forkserver.ensure_running()
     return ctx
 
 
@@ -232,6 +247,23 @@ class ShmemVecEnv:
         self._check_open()
         self._conns[0].send_bytes(b"v")
         return self._recv(0)
+
+    def env_states(self) -> list[dict]:
+        """Per env, its state (``state.capture_envs``), read at save time."""
+        return [s for block in self._broadcast(b"g") for s in block]
+
+    def load_env_states(self, states: list[dict]) -> None:
+        """Put every env back in ``states`` (``env_states``'); ValueError if they do not fit."""
+        self._check_open()
+        if len(states) != self.num_envs:
+            raise ValueError(f"the checkpoint holds {len(states)} envs' states, this run has "
+                             f"{self.num_envs}")
+        for conn, (lo, hi) in zip(self._conns, self._blocks):
+            conn.send_bytes(b"t")
+            conn.send(states[lo:hi])
+        errors = [e for e in (self._recv(w) for w in range(len(self._conns))) if e is not None]
+        if errors:
+            raise ValueError(errors[0])
 
     @property
     def pids(self) -> list[int]:

@@ -23,6 +23,7 @@ import torch
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import freeze_normalization
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
+from a2c_ppo_acktr.run.resume import exact_state
 from a2c_ppo_acktr.utils import env_file_name, save_atomic
 
 save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain values
@@ -103,6 +104,8 @@ def checkpoint_state(args, actor_critic, agent, envs, env_steps: int, obs_rms: O
         "gail": discr.full_state_dict() if discr is not None else None,
         "saved_at": time.time(),  # wall clock: --resume drops the log rows written after it
         "config": args.config,  # the run's flags, versions, commit (run/config.py): --resume
+        # The envs' and RNGs' states, for an exact resume (run/resume.py); envs is a Collector
+        "exact": exact_state(envs) if hasattr(envs, "resume_state") else None,
     }
 
 

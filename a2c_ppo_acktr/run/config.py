@@ -37,6 +37,8 @@ MAY_CHANGE = {
     "vec_env": "how the envs are stepped, not what they are",
     "compile": "how the act step and the loss run, not what they compute",
     "precision": "the network's arithmetic, not its weights (fp32 in the checkpoint)",
+    "num_workers": "where the rollouts are sampled: this process or Ray workers of "
+                   "--num-processes envs each",
     "ray_address": "where the Ray workers run", "check_rollouts": "a debug check only",
     "log_dir": "the run's files were moved", "save_dir": "the run's files were moved",
 }

@@ -1,9 +1,35 @@
-"""Ctrl-C and SIGTERM as requests to stop: the training loop finishes its update, saves, exits."""
+"""Ctrl-C and SIGTERM as requests to stop: the training loop finishes its update, saves, exits;
+while the run starts, it is undone instead (``Interrupted``)."""
+import os
 import signal
 import sys
 import threading
 
 from a2c_ppo_acktr.errors import program
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def while_starting(signum: int) -> str:
+    return f"{signal.Signals(signum).name} while starting: stopped before training, nothing saved"
+
+
+def exit_on_signals() -> None:
+    """Until a ``StopRequest`` takes over (main.py's slow imports): a signal ends the process
+    at once with one line; nothing is on disk yet."""
+    def stop(signum, frame):
+        print(f"{program()}: {while_starting(signum)}", file=sys.stderr, flush=True)
+        os._exit(128 + signum)  # no traceback from whichever import was running
+    for s in SIGNALS:
+        signal.signal(s, stop)
+
+
+class Interrupted(Exception):
+    """A signal came while the run was starting: what was built is undone; ``str()`` says so."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(while_starting(signum))
+        self.exit_status = 128 + signum
 
 
 class StopRequest:
@@ -11,15 +37,13 @@ class StopRequest:
     (KeyboardInterrupt would lose the updates since the last save, with a traceback). A second
     signal stops at once, without saving (exit status 128 + signal)."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
     def __init__(self) -> None:
         self.signum = None
         self._previous = {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():  # the only one that may
-            self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+            self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
         return self
 
     def __exit__(self, *exc):
@@ -33,6 +57,11 @@ class StopRequest:
                   file=sys.stderr)
             raise SystemExit(128 + signum)
         self.signum = signum
+
+    def check(self, requested: bool | None = None) -> None:
+        """Raise ``Interrupted`` if a stop was requested (``requested``: of any rank, if given)."""
+        if self.requested if requested is None else requested:
+            raise Interrupted(self.signum or signal.SIGTERM)
 
     @property
     def requested(self) -> bool:

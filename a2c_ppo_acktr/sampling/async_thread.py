@@ -77,6 +77,8 @@ class AsyncCollector(Collector):
     (real-time envs hold still, no time-out) and counts a stall.
     """
 
+    inexact = "--async-rollouts: the sampler thread's envs are a rollout ahead of the saved weights"
+
     def __init__(self, envs: Any, actor_critic: Policy, behaviour: Policy, num_steps: int,
                  use_proper_time_limits: bool, device: torch.device | str, num_rollouts: int,
                  evaluate: Callable[[Policy, dict | None], list[float]] | None = None) -> None:

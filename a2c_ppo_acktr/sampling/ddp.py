@@ -142,6 +142,8 @@ class DDPCollector(Collector):
     """This rank's envs fill its rollout; then the ranks merge their normalizer statistics, so
     every rank normalizes the next rollout alike."""
 
+    inexact = "torchrun: rank 0 saves the learner, not the envs of the ranks"
+
     def __init__(self, ddp: DDP, envs: Any, *args: Any, **kwargs: Any) -> None:
         self.ddp = ddp
         ddp.share_normalizer(envs)  # before the first reset, whose observations count too

@@ -33,8 +33,9 @@ from a2c_ppo_acktr.sampling.ray_actors import (
     unpack_frames,
 )
 from a2c_ppo_acktr.storage import RolloutStorage
+from a2c_ppo_acktr.utils import signals_stay_here
 
-# The repository (a2c_ppo_acktr/sampling/ -> the root): uploaded to a Ray cluster.
+# The repository (a2c_ppo_acktr/sampling/ -> ..): uploaded to a Ray cluster, the workers' path
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -57,8 +58,9 @@ class WorkerGroup:
         self.own_ray = not ray.is_initialized()
         if self.own_ray:
             if args.ray_address is None:
-                ray.init(num_cpus=max(os.cpu_count() or 1, args.num_workers),
-                         include_dashboard=False, log_to_driver=False)
+                with signals_stay_here():  # Ray's head processes are in our process group
+                    ray.init(num_cpus=max(os.cpu_count() or 1, args.num_workers),
+                             include_dashboard=False, log_to_driver=False)
             else:
                 try:  # the cluster's nodes import this repository from the copy Ray uploads
                     ray.init(address=args.ray_address, log_to_driver=False,
@@ -283,6 +285,8 @@ class WorkerGroup:
 
 class RayCollector(Collector):
     """Ray rollout workers (``envs``: a ``WorkerGroup``) fill the columns of one storage."""
+
+    inexact = "--num-workers: the Ray workers' envs are not saved"
 
     def collect(self, actor_critic: Policy) -> RolloutStorage:
         self.envs.collect(actor_critic, self.rollouts, self.episode_returns, timeouts=self.timeouts)
