@@ -21,7 +21,6 @@ from a2c_ppo_acktr.envs import (
 )
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.run.checkpoint import run_paths
 from a2c_ppo_acktr.sampling.ray_actors import (
     FIELDS,
     MAX_FAILURES,
@@ -49,7 +48,8 @@ class WorkerGroup:
     ``collect_rollout``.
     """
 
-    def __init__(self, args: Any, log_dir: str, env_steps: int, resumed: bool) -> None:
+    def __init__(self, args: Any, log_dir: str, eval_dir: str, env_steps: int,
+                 resumed: bool) -> None:
         # A bad env id or env kwargs: a one-line ValueError here, before Ray starts.
         make_env(args.env_name, 0, 0, None, False)
         if args.env_kwargs:
@@ -70,7 +70,7 @@ class WorkerGroup:
                     raise ValueError(f"--ray-address {args.ray_address}: cannot join the Ray "
                                      f"cluster ({cause[:200]})") from None
         # Absolute: workers on other nodes run in the directory Ray unpacked the repository to.
-        self.args, self.log_dir = args, os.path.abspath(log_dir)
+        self.args, self.log_dir, self.eval_dir = args, os.path.abspath(log_dir), os.path.abspath(eval_dir)
         self.num_workers, self.P = args.num_workers, args.num_processes
         self.num_envs = self.num_workers * self.P
         self.steps_per_update = args.num_steps * self.num_envs
@@ -255,8 +255,7 @@ class WorkerGroup:
             if self.evaluator is None:
                 # num_cpus=0: it runs now and then, beside the workers, wherever Ray puts it.
                 self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(Evaluator).remote(
-                    self.args, self.observation_space, self.action_space,
-                    os.path.abspath(run_paths(self.args).eval_dir))
+                    self.args, self.observation_space, self.action_space, self.eval_dir)
             self._evaluations.append(
                 self.evaluator.evaluate.remote(self.snapshot(actor_critic), update, env_steps))
         rows = []
