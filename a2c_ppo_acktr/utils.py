@@ -9,12 +9,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
+import gymnasium as gym
 import torch
 import torch.nn as nn
 
 from a2c_ppo_acktr.errors import CheckpointError
 
-M = TypeVar("M", bound=nn.Module)
+M = TypeVar("M", nn.Linear, nn.Conv2d)
 
 
 def init(module: M, gain: float = 1.0) -> M:
@@ -29,6 +30,13 @@ def env_file_name(env_name: str) -> str:
     """The env id as a file name (checkpoints, expert files, plots): '/' (namespaced ids such as
     ALE/Pong-v5) becomes '_'; of gymnasium's ``module:EnvId`` form only the id counts."""
     return env_name.rpartition(":")[2].replace("/", "_")
+
+
+def space_shape(space: gym.Space) -> tuple[int, ...]:
+    """``space.shape``, which gymnasium types as Optional: None only for spaces of no fixed shape
+    (Graph, Sequence), which no env here has (Discrete observations are one-hot Boxes)."""
+    assert space.shape is not None, f"{space} has no fixed shape"
+    return space.shape
 
 
 def _temp_prefix(path):
