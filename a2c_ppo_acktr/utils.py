@@ -44,7 +44,7 @@ def _temp_prefix(path):
     return f".{os.path.basename(path)}.tmp-"
 
 
-def save_atomic(state: Any, path: str, save: Callable[[Any, IO[bytes]], None] | None = None) -> None:
+def save_atomic(state: Any, path: str, save: Callable[[Any, IO[bytes]], object] | None = None) -> None:
     """Write ``state`` (tensors and plain values only) to ``path`` atomically, with ``save(state,
     file)`` (``torch.save``; ``torch.export.save`` for an exported policy).
 
