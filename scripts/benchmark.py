@@ -10,6 +10,8 @@ rl-baselines3-zoo's tables). Writes ``<out>/results.md`` (the table and the comm
 curves, seed band min-max), and prints each run's line and the table. With ``--reuse`` a run
 whose checkpoint already holds the whole budget is read, not trained again: a suite cut short
 continues, and seeds run apart (other ``--out`` dirs, linked in) make one table.
+``--thresholds 18 20`` adds, per run, the env steps at which the log's mean of the last 10
+training episodes first reached each return (its ``progress.csv``; "-": not within the budget).
 
     python scripts/benchmark.py --suite mujoco --env HalfCheetah-v5 --recipe tuned --seeds 1 \\
         --num-env-steps 300000
@@ -58,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="runs at a time; each MuJoCo / classic run is mostly one busy core "
                    "(default: half the cores)")
     p.add_argument("--out", default="benchmark", help="output directory (default: benchmark)")
+    p.add_argument("--thresholds", nargs="+", type=float, default=[], metavar="RETURN",
+                   help="report the steps at which each run's last-10 mean first reached these")
     p.add_argument("--reuse", action="store_true",
                    help="read the runs already finished under --out instead of training them "
                    "again (default: every run trains, replacing its old files)")
@@ -101,7 +105,7 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
     """A run's result from its files; ``wall`` None: the training time its log recorded."""
     result = {"env": env, "recipe": name, "seed": seed, "steps": steps, "rc": rc,
               "wall": wall, "dir": run_dir, "score": None, "fps": None, "curve": None,
-              "eval": None}
+              "eval": None, "rows": []}
     monitor_dirs = sorted({os.path.dirname(f) for f in glob.glob(
         os.path.join(run_dir, "logs", "**", "*.monitor.csv"), recursive=True)
         if os.path.basename(os.path.dirname(f)) != "eval"})
@@ -124,9 +128,23 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
             rows = list(csv.DictReader(f))
         if rows:
             result["fps"] = float(rows[-1]["fps"])
+            result["rows"] = rows
             if result["wall"] is None:
                 result["wall"] = float(rows[-1]["time"])
     return result
+
+
+def steps_to(rows: list[dict], threshold: float) -> int | None:
+    """The first ``timesteps`` of progress rows whose ``mean_return`` (the last 10 training
+    episodes) is at least ``threshold``; None if none is."""
+    for row in rows:
+        if row["mean_return"] and float(row["mean_return"]) >= threshold:
+            return int(row["timesteps"])
+    return None
+
+
+def format_steps(steps: int | None) -> str:
+    return "-" if steps is None else f"{steps:,}"
 
 
 def run_line(r: dict) -> str:
@@ -137,13 +155,17 @@ def run_line(r: dict) -> str:
         f", final policy {r['eval']:.1f} (deterministic, {EVAL_EPISODES} episodes)")
     return (f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: mean of last "
             f"{LAST_EPISODES} episodes {r['score']:.1f}{final}, wall {r['wall'] / 60:.1f} min, "
-            f"{r['fps']:.0f} fps")
+            f"{r['fps']:.0f} fps"
+            + "".join(f", {t:g} at {format_steps(steps_to(r['rows'], t))} steps"
+                      for t in r.get("thresholds", ())))
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict], thresholds: list[float] = ()) -> str:
     lines = [f"| env | recipe | steps | seeds | last-{LAST_EPISODES} return, mean ± std over seeds "
              f"| per seed | final policy, deterministic ({EVAL_EPISODES} episodes), per seed "
-             "| wall time per run | fps |", "|---|---|---|---|---|---|---|---|---|"]
+             "| wall time per run | fps |" + "".join(f" steps to {t:g}, per seed |"
+                                                     for t in thresholds),
+             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(thresholds)]
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         if r["score"] is not None:
@@ -157,7 +179,9 @@ def table(results: list[dict]) -> str:
             f"{scores.mean():.0f}{spread} | {' / '.join(f'{s:.0f}' for s in scores)} | "
             f"{finals} | "
             f"{np.mean([r['wall'] for r in rs]) / 60:.1f} min | "
-            f"{np.mean([r['fps'] for r in rs]):.0f} |")
+            f"{np.mean([r['fps'] for r in rs]):.0f} |"
+            + "".join(f" {' / '.join(format_steps(steps_to(r['rows'], t)) for r in rs)} |"
+                      for t in thresholds))
     return "\n".join(lines)
 
 
@@ -195,9 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse)
                    for e, name, s in jobs]
         for f in futures:
-            results.append(f.result())
+            results.append({**f.result(), "thresholds": args.thresholds})
             print(run_line(results[-1]), flush=True)
-    text = table(results)
+    text = table(results, args.thresholds)
     commands = sorted({shlex.join(recipes.command(r["env"], r["recipe"], steps, r["seed"])[:-2])
                        for r in results})
     with open(os.path.join(out, "results.md"), "w") as f:

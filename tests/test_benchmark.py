@@ -40,10 +40,24 @@ def test_benchmark_end_to_end(tmp_path):
     again = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
          "--env", "CartPole-v1", "--seeds", "1", "2", "--num-env-steps", "2048", "--reuse",
-         "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+         "--thresholds", "0", "1000", "--out", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert row.group(0) in again.stdout
     assert [log.stat().st_mtime_ns for log in logs] == stamps
+    # Steps to a return: 0 at the first logged mean (a step count), 1000 never ("-").
+    assert "| steps to 0, per seed | steps to 1000, per seed |" in again.stdout
+    assert re.search(r"\| [\d,]+ / [\d,]+ \| - / - \|\n", again.stdout), again.stdout
+    assert re.search(r"seed 1: .*, 0 at [\d,]+ steps, 1000 at - steps", again.stdout)
+
+
+def test_steps_to_is_the_first_logged_mean_at_the_threshold():
+    from benchmark import steps_to
+
+    rows = [{"timesteps": "1024", "mean_return": ""}, {"timesteps": "2048", "mean_return": "-21"},
+            {"timesteps": "3072", "mean_return": "18.0"}, {"timesteps": "4096", "mean_return": "17"},
+            {"timesteps": "5120", "mean_return": "20.1"}]
+    assert [steps_to(rows, t) for t in (-21, 18, 20, 21)] == [2048, 3072, 5120, None]
 
 
 def test_benchmark_refuses_env_outside_suite(tmp_path):

@@ -85,7 +85,11 @@ def run_ours(train, c, seed, workdir, extra=()):
             "--use-proper-time-limits"]
     if c["gae"]:
         argv.append("--use-gae")
-    argv += extra
+    train_quietly(train, argv + list(extra))
+
+
+def train_quietly(train, argv):
+    """``train(argv)`` (main.py's ``main``) with its log lines sent to /dev/null."""
     with open(os.devnull, "w") as devnull:
         stdout, sys.stdout = sys.stdout, devnull
         try:

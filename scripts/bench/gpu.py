@@ -28,7 +28,7 @@ import threading
 import time
 
 import torch
-from fps import ROOT, VARIANTS, last_returns, load_main, refusal, run_sb3
+from fps import ROOT, VARIANTS, last_returns, load_main, refusal, run_sb3, train_quietly
 
 from a2c_ppo_acktr.run.arguments import fail, get_args
 
@@ -102,12 +102,7 @@ def one_measurement(impl: str, envs: int, seed: int, total: int) -> None:
                     "--seed", str(seed), "--log-interval", "1000000", "--save-interval", "1000000",
                     "--log-dir", os.path.join(workdir, "logs"),
                     "--save-dir", os.path.join(workdir, "models")]
-                with open(os.devnull, "w") as devnull:
-                    stdout, sys.stdout = sys.stdout, devnull
-                    try:
-                        train(argv)
-                    finally:
-                        sys.stdout = stdout
+                train_quietly(train, argv)
         elapsed = time.perf_counter() - start
         final = last_returns(workdir)
     from torch._dynamo.utils import calculate_time_spent
