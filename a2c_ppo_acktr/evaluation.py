@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from a2c_ppo_acktr.envs import VecEnvWrapper, get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.envs import TorchVecEnv, VecEnvWrapper, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.torch_vec import to_device
 from a2c_ppo_acktr.model import Policy
 
@@ -16,7 +16,7 @@ from a2c_ppo_acktr.model import Policy
 OnStep = Callable[[torch.Tensor | None, torch.Tensor | None, list[dict]], None]
 
 
-def run_episodes(policy: Policy, envs: VecEnvWrapper, num_episodes: int,
+def run_episodes(policy: Policy, envs: TorchVecEnv, num_episodes: int,
                  deterministic: bool = True, on_step: OnStep | None = None,
                  max_steps: int | None = None) -> list[float]:
     """Let ``policy`` act on ``envs`` (a torch vector env, as ``make_vec_envs`` builds) until
@@ -27,7 +27,8 @@ def run_episodes(policy: Policy, envs: VecEnvWrapper, num_episodes: int,
     the action distribution. ``on_step`` is for the callers that render, record frames or record
     transitions.
     """
-    returns, steps = [], 0
+    returns: list[float] = []
+    steps = 0
     obs = envs.reset()
     rnn_hxs = torch.zeros(obs.shape[0], policy.recurrent_hidden_state_size, device=obs.device)
     masks = torch.zeros(obs.shape[0], 1, device=obs.device)

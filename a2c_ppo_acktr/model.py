@@ -2,8 +2,8 @@
 import argparse
 import inspect
 import math
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Literal, NoReturn, cast
 
 import gymnasium as gym
 import torch
@@ -61,7 +61,7 @@ class Policy(nn.Module):
     """
 
     def __init__(self, obs_shape: Sequence[int], action_space: gym.Space,
-                 base: "type[NNBase] | None" = None, base_kwargs: dict | None = None,
+                 base: "Callable[..., NNBase] | None" = None, base_kwargs: dict | None = None,
                  log_std_init: float = 0.0, init: str = "orthogonal",
                  action_mean_gain: float = 1.0, precision: str = "fp32") -> None:
         super().__init__()
@@ -86,6 +86,7 @@ class Policy(nn.Module):
                     "expected a vector (D,) or an image (C, H, W)")
         self.base = base(obs_shape[0], **base_kwargs)
 
+        self.dist: Categorical | DiagGaussian | Bernoulli | MultiCategorical
         if isinstance(action_space, spaces.Discrete):
             self.dist = Categorical(self.base.output_size, int(action_space.n))
         elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
@@ -172,6 +173,8 @@ class Policy(nn.Module):
 class NNBase(nn.Module):
     """Shared recurrent machinery: an optional GRU whose state is reset where ``masks`` is 0."""
 
+    critic_linear: nn.Linear  # the value head, set by each base
+
     def __init__(self, recurrent: bool, recurrent_input_size: int, hidden_size: int) -> None:
         super().__init__()
         self._hidden_size = hidden_size
@@ -246,7 +249,7 @@ class CNNBase(NNBase):
                  activation: str = "relu") -> None:
         super().__init__(recurrent, hidden_size, hidden_size)
         act = ACTIVATIONS[activation]
-        gain = nn.init.calculate_gain(activation)
+        gain = nn.init.calculate_gain(cast(Literal["tanh", "relu"], activation))  # a key of ACTIVATIONS
         self.main = nn.Sequential(
             init(nn.Conv2d(num_inputs, 32, 8, stride=4), gain), act(),
             init(nn.Conv2d(32, 64, 4, stride=2), gain), act(),
@@ -256,7 +259,8 @@ class CNNBase(NNBase):
         # Channels-last (NHWC) convolutions: oneDNN's fast path on the CPU (docs/benchmarks.md,
         # "Measured code choices"); tensor-core friendly on GPUs. The input is converted while
         # still uint8, a quarter of the bytes of floats.
-        self.main.to(memory_format=torch.channels_last)
+        # Module.to takes memory_format (documented, and it works); torch's overloads omit it.
+        self.main.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
 
     def forward(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
                 masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -39,8 +39,8 @@ def episode_masks(terminated: np.ndarray, truncated: np.ndarray,
     terminated, truncated = np.asarray(terminated), np.asarray(truncated)
     truncated = truncated & ~terminated
     both = np.stack((~(terminated | truncated), ~truncated)).astype(np.float32)[:, :, None]
-    both = to_device(both, device)  # (2, N, 1)
-    return both[0], both[1], truncated
+    masks = to_device(both, torch.device(device))  # (2, N, 1)
+    return masks[0], masks[1], truncated
 
 
 def truncation_values(actor_critic: Policy, infos: list[dict], truncated: np.ndarray,
@@ -125,7 +125,7 @@ def _collect_pipelined(envs: Any, target: _Target) -> None:
     """
     actor_critic, rollouts = target.actor_critic, target.rollouts
     groups = [envs.group_slice(g) for g in range(envs.num_groups)]
-    acted = [None] * len(groups)
+    acted: list[tuple | None] = [None] * len(groups)  # per group: its last act's output
     last = len(groups) - 1
     # One intra-op thread for these small forwards: the other cores are ALE's, stepping the
     # other groups meanwhile; more threads here only contend with them (docs/benchmarks.md).
@@ -135,10 +135,12 @@ def _collect_pipelined(envs: Any, target: _Target) -> None:
         for step in range(rollouts.num_steps + 1):
             for g, columns in enumerate(groups):
                 if step > 0:
-                    _store(target, envs.recv(g), acted[g], columns=columns, advance=g == last)
+                    previous = acted[g]
+                    assert previous is not None  # it acted at step - 1
+                    _store(target, envs.recv(g), previous, columns=columns, advance=g == last)
                 if step < rollouts.num_steps:
-                    acted[g] = _act(actor_critic, rollouts, step, columns)
-                    envs.send(acted[g][1], g)
+                    act = acted[g] = _act(actor_critic, rollouts, step, columns)
+                    envs.send(act[1], g)
     finally:
         torch.set_num_threads(threads)  # the update's
 
@@ -255,7 +257,7 @@ class Collector:
     def stats(self) -> dict:
         """Progress-log columns, the same in every mode: time-outs, policy lag, sampler stalls,
         and for real-time envs their timing statistics (seconds, mean over envs)."""
-        row = {"timeouts": sum(t for t in self.timeouts if t is not None),
+        row: dict[str, float] = {"timeouts": sum(t for t in self.timeouts if t is not None),
                "policy_lag": 0, "sampler_stalls": 0}
         if self.realtime:
             row.update(mean_benchmarks(self.benchmarks()))

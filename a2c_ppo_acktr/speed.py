@@ -63,10 +63,16 @@ def compile_fn(fn: Callable, device: torch.device) -> Callable:
     """``torch.compile(fn)`` as ``--compile`` does it: static shapes, eager's random numbers, and
     on CUDA, CUDA graphs (``mode="reduce-overhead"``, here as its option: mode and options
     cannot be given together)."""
-    options = {"fallback_random": True}
+    options: dict[str, str | int | bool | Callable] = {"fallback_random": True}
     if device.type == "cuda":
         options["triton.cudagraphs"] = True
     return torch.compile(fn, dynamic=False, options=options)
+
+
+def _shadow(obj: object, method: str, fn: Callable) -> None:
+    """Replace ``obj``'s ``method`` by ``fn`` on this instance only (its class keeps the method):
+    a rebinding by name, which type checkers cannot follow, so done in this one place."""
+    setattr(obj, method, fn)
 
 
 def compile_policy(policy: Policy, device: torch.device) -> None:
@@ -74,20 +80,21 @@ def compile_policy(policy: Policy, device: torch.device) -> None:
     (on this instance); its other methods, its parameters and its state dict are unchanged."""
     act = compile_fn(policy.act, device)
     if device.type != "cuda":
-        policy.act_step = act
+        _shadow(policy, "act_step", act)
         return
 
     def act_step(inputs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor):
         # The graph's outputs are overwritten by its next replay: the rollout keeps copies.
         return tuple(t.clone() for t in act(inputs, rnn_hxs, masks))
-    policy.act_step = act_step
+    _shadow(policy, "act_step", act_step)
 
 
 def compile_agent(agent: Agent, device: torch.device) -> None:
     """Compile ``agent.loss`` (PPO, A2C) in place; ``ConfigError`` for ACKTR."""
     if getattr(agent, "acktr", False):
         raise ConfigError("ACKTR cannot be compiled: torch.compile cannot trace K-FAC's hooks")
-    agent.loss = compile_fn(agent.loss, device)
+    loss = "loss"  # PPO's and A2C's (not part of the Agent protocol)
+    _shadow(agent, loss, compile_fn(getattr(agent, loss), device))
 
 
 def compile_seconds() -> float:

@@ -16,6 +16,7 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.utils import space_shape
 
 
 class Minibatch(NamedTuple):
@@ -50,7 +51,7 @@ class RolloutStorage:
         elif isinstance(action_space, spaces.MultiDiscrete):
             self.actions = torch.zeros(T, N, action_space.shape[0], dtype=torch.long)
         else:
-            self.actions = torch.zeros(T, N, action_space.shape[0])
+            self.actions = torch.zeros(T, N, space_shape(action_space)[0])
         self.masks = torch.ones(T + 1, N, 1)
         # 0 where the episode was cut by a time limit rather than ended by the task.
         self.bad_masks = torch.ones(T + 1, N, 1)

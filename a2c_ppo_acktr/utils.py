@@ -9,12 +9,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
+import gymnasium as gym
 import torch
 import torch.nn as nn
 
 from a2c_ppo_acktr.errors import CheckpointError
 
-M = TypeVar("M", bound=nn.Module)
+M = TypeVar("M", nn.Linear, nn.Conv2d)
 
 
 def init(module: M, gain: float = 1.0) -> M:
@@ -31,12 +32,19 @@ def env_file_name(env_name: str) -> str:
     return env_name.rpartition(":")[2].replace("/", "_")
 
 
+def space_shape(space: gym.Space) -> tuple[int, ...]:
+    """``space.shape``, which gymnasium types as Optional: None only for spaces of no fixed shape
+    (Graph, Sequence), which no env here has (Discrete observations are one-hot Boxes)."""
+    assert space.shape is not None, f"{space} has no fixed shape"
+    return space.shape
+
+
 def _temp_prefix(path):
     # Named after the checkpoint, so that start-up removes this run's leftovers only.
     return f".{os.path.basename(path)}.tmp-"
 
 
-def save_atomic(state: Any, path: str, save: Callable[[Any, IO[bytes]], None] | None = None) -> None:
+def save_atomic(state: Any, path: str, save: Callable[[Any, IO[bytes]], object] | None = None) -> None:
     """Write ``state`` (tensors and plain values only) to ``path`` atomically, with ``save(state,
     file)`` (``torch.save``; ``torch.export.save`` for an exported policy).
 

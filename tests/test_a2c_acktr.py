@@ -31,6 +31,17 @@ def test_a2c_update_prefers_rewarded_action_and_fits_values(recurrent):
     assert sum(value_losses[-5:]) < sum(value_losses[:5])
 
 
+@pytest.mark.parametrize("missing", ["lr", "eps", "alpha", "max_grad_norm"])
+def test_a2c_asks_for_the_hyperparameters_acktr_ignores(missing):
+    """A2C cannot train with the original's None defaults (RMSprop or the first update's
+    clipping failed with a TypeError): one clear error at construction. ACKTR ignores them."""
+    policy = Policy((3,), spaces.Discrete(2), base_kwargs={"hidden_size": 8})
+    kwargs = {"lr": 7e-4, "eps": 1e-5, "alpha": 0.99, "max_grad_norm": 0.5, missing: None}
+    with pytest.raises(ValueError, match=f"A2C needs lr, eps, alpha and max_grad_norm.*{missing}=None"):
+        A2C_ACKTR(policy, 0.5, 0.01, **kwargs)
+    assert isinstance(A2C_ACKTR(policy, 0.5, 0.01, acktr=True, **kwargs).optimizer, KFACOptimizer)
+
+
 def test_acktr_update_prefers_rewarded_action_and_fits_values():
     torch.manual_seed(0)
     policy = Policy((3,), spaces.Discrete(2), base_kwargs={"hidden_size": 16})

@@ -95,6 +95,16 @@ def test_advantage_norm_matches_reference(norm):
         PPO(policy, 0.2, 1, 4, 0.5, 0.0, lr=1e-3, advantage_norm="global")
 
 
+@pytest.mark.parametrize("missing", ["lr", "eps", "max_grad_norm"])
+def test_the_hyperparameters_without_a_usable_default_are_asked_for(missing):
+    """The original's defaults None for lr, eps and max_grad_norm cannot train: one clear error
+    at construction (it was a TypeError from Adam, or from the first update's clipping)."""
+    policy = Policy((3,), spaces.Discrete(2), base_kwargs={"hidden_size": 8})
+    kwargs = {"lr": 1e-3, "eps": 1e-5, "max_grad_norm": 0.5, missing: None}
+    with pytest.raises(ValueError, match=f"PPO needs lr, eps and max_grad_norm.*{missing}=None"):
+        PPO(policy, 0.2, 1, 1, 0.5, 0.0, **kwargs)
+
+
 def test_flags_reach_the_agent():
     from a2c_ppo_acktr.run import build
     from a2c_ppo_acktr.run.arguments import get_args

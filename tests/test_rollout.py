@@ -33,6 +33,16 @@ def test_episode_masks_match_a_per_env_reference():
         assert cut[i] == by_clock
 
 
+def test_episode_masks_take_a_device_name():
+    """``device`` may be a name, as its hint says (a str failed in ``to_device`` before)."""
+    terminated, truncated = np.array([True, False, False]), np.array([False, True, False])
+    masks, bad_masks, _ = episode_masks(terminated, truncated, "cpu")
+    ref_masks, ref_bad, _ = episode_masks(terminated, truncated, torch.device("cpu"))
+    assert masks.device.type == "cpu"
+    torch.testing.assert_close(masks, ref_masks)
+    torch.testing.assert_close(bad_masks, ref_bad)
+
+
 def cartpole(first_rank, n):
     """n CartPole envs of ranks first_rank.. (their seeds), torch tensors out, not normalized."""
     fns = [make_env("CartPole-v1", 0, first_rank + i, None, False, env_kwargs=ENV_KWARGS)

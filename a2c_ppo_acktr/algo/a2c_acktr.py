@@ -5,6 +5,7 @@ import torch.optim as optim
 
 from a2c_ppo_acktr.algo.agent import LinearDecay
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
+from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
 
@@ -33,8 +34,14 @@ class A2C_ACKTR:
         self.value_loss_coef = value_loss_coef
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
-        if acktr:
-            self.optimizer = KFACOptimizer(actor_critic)
+        # ACKTR's optimizer, for its Fisher statistics (the same object as self.optimizer).
+        self.kfac = KFACOptimizer(actor_critic) if acktr else None
+        self.optimizer: optim.Optimizer
+        if self.kfac is not None:
+            self.optimizer = self.kfac
+        elif lr is None or eps is None or alpha is None or max_grad_norm is None:
+            raise ConfigError(f"A2C needs lr, eps, alpha and max_grad_norm; got lr={lr}, eps={eps}, "
+                              f"alpha={alpha}, max_grad_norm={max_grad_norm}")
         else:
             # foreach: one call for all parameters; on the CPU torch defaults to a Python loop
             # over them, which costs more than the arithmetic for small networks.
@@ -57,24 +64,24 @@ class A2C_ACKTR:
         def flat(x: torch.Tensor) -> torch.Tensor:  # (T or T+1, N, ...) -> (T * N, ...)
             return x[:T].reshape(T * N, *x.shape[2:])
 
-        fisher = self.acktr and self.optimizer.steps % self.optimizer.Ts == 0
-        if self.acktr:
-            self.optimizer.acc_stats = fisher  # the K-FAC hooks record this forward pass
+        fisher = self.kfac is not None and self.kfac.steps % self.kfac.Ts == 0
+        if self.kfac is not None:
+            self.kfac.acc_stats = fisher  # the K-FAC hooks record this forward pass
         try:
             # self.loss: this method, or its compiled copy (speed.py)
             loss, stats, fisher_loss = self.loss(
                 flat(rollouts.obs), rollouts.recurrent_hidden_states[0], flat(rollouts.masks),
                 flat(rollouts.actions), flat(rollouts.returns), fisher)
-            if fisher:
+            if fisher_loss is not None:  # with ``fisher``
                 self.optimizer.zero_grad(set_to_none=True)
                 fisher_loss.backward(retain_graph=True)
         finally:
-            if self.acktr:
-                self.optimizer.acc_stats = False
+            if self.kfac is not None:
+                self.kfac.acc_stats = False
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if not self.acktr:
+        if not self.acktr and self.max_grad_norm is not None:  # (never None without ACKTR)
             nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm, foreach=True)
         self.optimizer.step()
         value_loss, action_loss, dist_entropy = stats.tolist()

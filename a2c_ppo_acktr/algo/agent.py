@@ -15,8 +15,12 @@ class Agent(Protocol):
     columns of the progress log (e.g. PPO's ``approx_kl``). ``optimizer`` is saved in checkpoints.
     """
 
-    optimizer: torch.optim.Optimizer
     stats: dict[str, float]
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer (read-only here, so that an agent may hold a subclass of it)."""
+        ...
 
     def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
         """One update on ``rollouts``; -> value_loss, action_loss, dist_entropy."""

@@ -16,6 +16,7 @@ loadable with ``torch.load(weights_only=True)``::
 """
 import os
 from collections.abc import Callable, Iterable
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -27,7 +28,7 @@ from gymnasium import spaces
 from a2c_ppo_acktr.envs import RunningMeanStd
 from a2c_ppo_acktr.errors import ConfigError, GailError
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.utils import env_file_name, save_atomic
+from a2c_ppo_acktr.utils import env_file_name, save_atomic, space_shape
 
 REWARDS = ("airl", "gail")
 EXPERT_KEYS = ("states", "actions", "rewards", "lengths", "env_name", "obs_shape", "action_space")
@@ -108,7 +109,7 @@ class ExpertDataset(torch.utils.data.Dataset):
 def check_expert_data(dataset: ExpertDataset, path: str, env_name: str,
                       observation_space: gym.Space, action_space: gym.Space) -> None:
     """``GailError`` unless ``dataset`` was recorded in this env with these spaces."""
-    expected = {"env_name": env_name, "obs_shape": list(observation_space.shape),
+    expected = {"env_name": env_name, "obs_shape": list(space_shape(observation_space)),
                 "action_space": str(action_space)}
     for key, want in expected.items():
         got = getattr(dataset, key)
@@ -125,13 +126,17 @@ class Discriminator(nn.Module):
     divided by the running std of the discounted sum of that reward.
     """
 
+    low: torch.Tensor   # buffers of a Box action space: its bounds
+    high: torch.Tensor
+
     def __init__(self, observation_space: gym.Space, action_space: gym.Space,
                  hidden_size: int = 100, reward: str = "airl", lr: float = 1e-3,
                  device: torch.device | str = "cpu") -> None:
         super().__init__()
-        if len(observation_space.shape) != 1:
+        obs_shape = space_shape(observation_space)
+        if len(obs_shape) != 1:
             raise GailError(f"GAIL here takes vector observations; this env's are of shape "
-                            f"{tuple(observation_space.shape)} (images are not supported)")
+                            f"{tuple(obs_shape)} (images are not supported)")
         if isinstance(action_space, spaces.Discrete):
             action_dim = int(action_space.n)
         elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
@@ -146,17 +151,17 @@ class Discriminator(nn.Module):
         self.discrete = isinstance(action_space, spaces.Discrete)
         self.action_dim, self.reward = action_dim, reward
         self.trunk = nn.Sequential(
-            nn.Linear(observation_space.shape[0] + action_dim, hidden_size), nn.Tanh(),
+            nn.Linear(obs_shape[0] + action_dim, hidden_size), nn.Tanh(),
             nn.Linear(hidden_size, hidden_size), nn.Tanh(),
             nn.Linear(hidden_size, 1))
         self.to(device)
         self.optimizer = torch.optim.Adam(self.trunk.parameters(), lr=lr)
         self.ret_rms = RunningMeanStd(shape=())
-        self.returns = None  # (N, 1) discounted sum of the learned reward, per env
+        self.returns: torch.Tensor | None = None  # (N, 1) discounted sum of the learned reward, per env
 
     def encode(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """(B, obs_dim), (B, 1) int or (B, action_dim) -> the trunk's input (B, obs_dim + action_dim)."""
-        dtype = self.trunk[0].weight.dtype
+        dtype = cast(nn.Linear, self.trunk[0]).weight.dtype  # Sequential's items are typed Module
         if self.discrete:
             actions = F.one_hot(actions.reshape(-1).long(), self.action_dim).to(dtype)
         else:
@@ -221,9 +226,9 @@ class Discriminator(nn.Module):
                     totals += torch.stack([loss, grad_pen, (expert_d > 0).float().mean(),
                                            (policy_d < 0).float().mean()])
                 n += 1
-        totals = (totals / max(n, 1)).tolist()
+        means = (totals / max(n, 1)).tolist()
         return dict(zip(("gail_loss", "gail_grad_pen", "gail_expert_acc", "gail_policy_acc"),
-                        totals))
+                        means))
 
     @torch.no_grad()
     def predict_reward(self, state: torch.Tensor, action: torch.Tensor, gamma: float,

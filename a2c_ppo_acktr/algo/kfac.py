@@ -23,14 +23,15 @@ and the running factors / their eigendecompositions) and the param group (``lr``
 """
 import math
 from collections.abc import Callable
+from typing import overload
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 
-def _extract_patches(x: torch.Tensor, kernel_size: tuple[int, int], stride: tuple[int, int],
-                     padding: tuple[int, int], dilation: tuple[int, int]) -> torch.Tensor:
+def _extract_patches(x: torch.Tensor, kernel_size: tuple[int, ...], stride: tuple[int, ...],
+                     padding: tuple[int, ...], dilation: tuple[int, ...]) -> torch.Tensor:
     """(N, C, H, W) -> (N, out_h, out_w, C*kh*kw): the input patch seen by each output position."""
     patches = F.unfold(x, kernel_size, dilation=dilation, padding=padding, stride=stride)
     n, ckk, length = patches.shape
@@ -47,6 +48,7 @@ def compute_cov_a(a: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tenso
     """
     batch_size = a.size(0)
     if isinstance(module, nn.Conv2d):
+        assert isinstance(module.padding, tuple), "K-FAC's patches need numeric padding, not 'same'"
         a = _extract_patches(a, module.kernel_size, module.stride, module.padding, module.dilation)
         spatial = a.size(1) * a.size(2)
         a = a.reshape(-1, a.size(-1))
@@ -123,6 +125,7 @@ class KFACOptimizer(torch.optim.Optimizer):
         if not (self.acc_stats and torch.is_grad_enabled() and output.requires_grad):
             return
         a = inputs[0].detach()
+        assert isinstance(module, (nn.Linear, nn.Conv2d))  # the hooks are on self.modules only
 
         def record(grad_output: torch.Tensor) -> None:
             if self.acc_stats:  # the Fisher backward, not the loss backward that follows
@@ -149,6 +152,7 @@ class KFACOptimizer(torch.optim.Optimizer):
                      damping: float) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The natural gradient of ``module``'s weight (and bias) from the current eigenbasis."""
         state = self.state[module.weight]
+        assert module.weight.grad is not None, "step() preconditions the layers with gradients"
         grad = module.weight.grad.reshape(module.weight.size(0), -1)
         if module.bias is not None:
             bias_grad = module.bias.grad
@@ -162,8 +166,15 @@ class KFACOptimizer(torch.optim.Optimizer):
             return v[:, :-1].reshape(module.weight.shape), v[:, -1].reshape(module.bias.shape)
         return v.reshape(module.weight.shape), None
 
+    # torch.optim.Optimizer's signatures (a closure's loss is typed float there).
+    @overload
+    def step(self, closure: None = None) -> None: ...
+
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
+
     @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One K-FAC step on the gradients of the parameters; returns ``closure()`` if given."""
         loss = None
         if closure is not None:
@@ -189,7 +200,7 @@ class KFACOptimizer(torch.optim.Optimizer):
                 state["d_g"], state["Q_g"] = d_g.clamp_(min=0), q_g
             v_w, v_b = self.precondition(m, group["damping"] + wd)
             updates[m.weight] = v_w
-            if v_b is not None and m.bias.grad is not None:
+            if v_b is not None and m.bias is not None and m.bias.grad is not None:
                 updates[m.bias] = v_b
 
         vg_sum = sum((updates[p] * p.grad).sum() for p in params) * lr * lr if params else 0.0

@@ -43,6 +43,9 @@ class PPO:
         if advantage_norm not in ADVANTAGE_NORMS:
             raise ConfigError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
                              f"{', '.join(ADVANTAGE_NORMS)}")
+        if lr is None or eps is None or max_grad_norm is None:  # the original's None defaults
+            raise ConfigError(f"PPO needs lr, eps and max_grad_norm; got lr={lr}, eps={eps}, "
+                              f"max_grad_norm={max_grad_norm}")
         self.advantage_norm = advantage_norm
         self.actor_critic = actor_critic
         self.clip_param = clip_param
@@ -91,7 +94,8 @@ class PPO:
                 totals += stats
                 num_updates += 1
             if self.desired_kl is not None:
-                self._adapt_lr(((totals[3] - epoch_kl) / (num_updates - epoch_start)).item())
+                self._adapt_lr(((totals[3] - epoch_kl) / (num_updates - epoch_start)).item(),
+                               self.desired_kl)
 
         value_loss, action_loss, dist_entropy, approx_kl, clip_fraction = (
             (totals / num_updates).tolist())
@@ -106,6 +110,7 @@ class PPO:
 
         log_ratio = action_log_probs - b.old_action_log_probs
         ratio = torch.exp(log_ratio)
+        assert b.advantages is not None, "update() gives the generators advantages"
         adv = standardize(b.advantages) if self.advantage_norm == "minibatch" else b.advantages
         surr1 = ratio * adv
         surr2 = torch.clamp(ratio, 1.0 - self.clip_param, 1.0 + self.clip_param) * adv
@@ -127,10 +132,10 @@ class PPO:
         loss = value_loss * self.value_loss_coef + action_loss - dist_entropy * self.entropy_coef
         return loss, stats.detach()
 
-    def _adapt_lr(self, kl: float) -> None:
+    def _adapt_lr(self, kl: float, desired_kl: float) -> None:
         """One step of the adaptive schedule (``desired_kl``) after an epoch of mean KL ``kl``."""
         for group in self.optimizer.param_groups:
-            if kl > 2 * self.desired_kl:
+            if kl > 2 * desired_kl:
                 group["lr"] = max(group["lr"] / KL_LR_FACTOR, KL_MIN_LR)
-            elif kl < self.desired_kl / 2:
+            elif kl < desired_kl / 2:
                 group["lr"] = min(group["lr"] * KL_LR_FACTOR, KL_MAX_LR)

@@ -26,12 +26,12 @@ from a2c_ppo_acktr.envs.normalize import (
 )
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.single import check_env_kwargs, make_env
-from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack, to_device
+from a2c_ppo_acktr.envs.torch_vec import TorchVecEnv, VecPyTorch, VecPyTorchFrameStack, to_device
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 __all__ = [
     "VEC_ENV_KINDS", "AleVecEnv", "DummyVecEnv", "NativeVecEnv", "Normalizer", "RunningMeanStd",
-    "ShmemVecEnv",
+    "ShmemVecEnv", "TorchVecEnv",
     "VecEnv", "VecEnvWrapper", "VecNormalize", "VecPyTorch", "VecPyTorchFrameStack",
     "check_env_kwargs", "frame_channels", "get_vec_normalize", "make_env", "make_vec_envs",
     "merge_normalizer", "normalizer_delta", "normalizer_state", "to_device",

@@ -98,7 +98,7 @@ class _Group:
 
     def recv(self) -> StepResult:
         obs, raw, terminated, truncated, info = self.ale.recv()
-        infos = [{} for _ in range(self.n)]
+        infos: list[dict] = [{} for _ in range(self.n)]
         ended = terminated | truncated  # ALE reset these games
         lost = None
         lives, frame = info["lives"], info["episode_frame_number"]
@@ -111,16 +111,18 @@ class _Group:
             self.fire_next = (lives < self.lives) & ~ended
         self.lives, self.frame = lives, frame
         self.monitor.step(raw, ended, infos)
-        final = info.get("final_obs")
-        for i in np.flatnonzero(ended).tolist():
-            infos[i]["final_obs"] = final[i].copy()
+        if ended.any():  # ALE reset these games and kept their final observations
+            final = info["final_obs"]
+            for i in np.flatnonzero(ended).tolist():
+                infos[i]["final_obs"] = final[i].copy()
         if lost is not None and (lost.any() or (self.valid < self.stack).any()):
             self._hide_previous_life(obs, infos, ended, lost)
         rewards = np.sign(raw).astype(np.float32)  # raw scores are integers: sign = clip to [-1, 1]
         return obs, rewards, terminated, truncated, infos
 
     def send(self, actions: np.ndarray) -> None:
-        if self.fire_next.any():  # the agent's action is replaced: whole-game play only
+        # The agent's action is replaced: whole-game play only (fire_next is only set with a FIRE).
+        if self.fire is not None and self.fire_next.any():
             actions = np.where(self.fire_next, self.fire, actions)
         self.ale.send(actions)
 
@@ -168,7 +170,7 @@ class AleVecEnv(BatchedVecEnv):
         ale_args = {**ale_kwargs(gym.spec(env_id), env_kwargs), "stack_num": frame_stack,
                     "noop_max": noop_max, "use_fire_reset": fire_reset}
         self.num_envs, self.num_groups = num_envs, groups
-        self._seed = seed + first_rank
+        self._seed: int | None = seed + first_rank
         self._groups, self._monitors = [], []
         size = num_envs // groups
         try:

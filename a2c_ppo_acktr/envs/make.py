@@ -9,11 +9,12 @@ from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.single import check_env_kwargs, env_spec, is_atari, make_env
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
-from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnvWrapper, num_cpus
+from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, num_cpus
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.utils import space_shape
 
 VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
-_announced = set()
+_announced: set[tuple[str, str]] = set()
 
 
 def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None) -> str:
@@ -91,9 +92,9 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
 
     if vec_env.startswith("ale"):
         groups = 2 if vec_env == "ale-pipelined" else 1
-        envs = AleVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
-                         env_kwargs, episodic_life, num_frame_stack or 4, groups,
-                         threads=max(1, min(num_processes // groups, num_cpus() // groups)))
+        envs: VecEnv = AleVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
+                                 env_kwargs, episodic_life, num_frame_stack or 4, groups,
+                                 threads=max(1, min(num_processes // groups, num_cpus() // groups)))
     elif vec_env == "native":
         envs = NativeVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
                             env_kwargs)
@@ -103,16 +104,16 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
                    for i in range(num_processes)]
         envs = ShmemVecEnv(env_fns, num_workers) if vec_env == "shmem" else DummyVecEnv(env_fns)
 
-    if len(envs.observation_space.shape) == 1:
+    if len(space_shape(envs.observation_space)) == 1:
         envs = VecNormalize(envs, gamma=gamma) if gamma is not None else VecNormalize(envs, ret=False)
-    envs = VecPyTorch(envs, device)
+    torch_envs = VecPyTorch(envs, device)
     if vec_env.startswith("ale"):  # ALE stacked the frames already
-        return envs
+        return torch_envs
     if num_frame_stack is not None:
-        envs = VecPyTorchFrameStack(envs, num_frame_stack, device)
-    elif len(envs.observation_space.shape) == 3:
-        envs = VecPyTorchFrameStack(envs, 4, device)
-    return envs
+        return VecPyTorchFrameStack(torch_envs, num_frame_stack, device)
+    if len(space_shape(torch_envs.observation_space)) == 3:
+        return VecPyTorchFrameStack(torch_envs, 4, device)
+    return torch_envs
 
 
 def frame_channels(envs: VecEnvWrapper) -> int | None:
@@ -121,6 +122,7 @@ def frame_channels(envs: VecEnvWrapper) -> int | None:
     where an episode ended), else None. ``workers.pack_frames`` relies on exactly that."""
     if isinstance(envs, VecPyTorchFrameStack):
         return envs.shape_dim0 if envs.nstack > 1 else None
-    if isinstance(getattr(envs, "venv", None), AleVecEnv):
-        return envs.venv.frame_channels
+    venv = getattr(envs, "venv", None)
+    if isinstance(venv, AleVecEnv):
+        return venv.frame_channels
     return None

@@ -7,6 +7,9 @@ Such an env steps all N envs in one call and draws every reset from one RNG: see
 ``seed + first_rank`` makes runs reproducible, but env i's episodes are not those of the classic
 env seeded ``seed + rank``.
 """
+from collections.abc import Callable
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
@@ -16,11 +19,13 @@ from gymnasium.vector import AutoresetMode
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
 from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.utils import space_shape
 
 
 def _reset_cartpole(env: CartPoleVectorEnv, done: np.ndarray, obs: np.ndarray) -> None:
     """Reset the ``done`` envs now, as ``CartPoleVectorEnv.step`` would on its next call (same
     draws from the env's RNG), and write their first observations into ``obs``."""
+    assert env.state is not None, "reset() sets the state before any step"
     env.state[:, done] = env.np_random.uniform(low=env.low, high=env.high, size=(4, done.sum()))
     env.steps[done] = 0
     env.prev_done[done] = False  # reset already: the next step must step them
@@ -28,7 +33,9 @@ def _reset_cartpole(env: CartPoleVectorEnv, done: np.ndarray, obs: np.ndarray) -
 
 
 # Next-step vector envs whose envs we can reset in the same step, by class.
-_SAME_STEP_RESETS = {CartPoleVectorEnv: _reset_cartpole}
+# Each function takes an env of its key's class (a mapping that the type system cannot express).
+_SAME_STEP_RESETS: dict[type, Callable[[Any, np.ndarray, np.ndarray], None]] = {
+    CartPoleVectorEnv: _reset_cartpole}
 
 
 def has_native(spec: EnvSpec) -> bool:
@@ -59,7 +66,7 @@ class NativeVecEnv(BatchedVecEnv):
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         self.monitor = EpisodeMonitor(num_envs, env_id, log_dir, first_rank, monitor_append)
-        self._seed = seed + first_rank
+        self._seed: int | None = seed + first_rank
 
     def reset(self) -> np.ndarray:
         obs, _ = self.env.reset(seed=self._seed)
@@ -69,10 +76,10 @@ class NativeVecEnv(BatchedVecEnv):
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every env: obs, rewards f32, terminated, truncated, infos (numpy)."""
         actions = np.asarray(actions, self.action_space.dtype).reshape(
-            self.num_envs, *self.action_space.shape)
+            self.num_envs, *space_shape(self.action_space))
         obs, rewards, terminated, truncated, info = self.env.step(actions)
         ended = terminated | truncated
-        infos = [{} for _ in range(self.num_envs)]
+        infos: list[dict] = [{} for _ in range(self.num_envs)]
         self.monitor.step(rewards, ended, infos)
         if ended.any():
             if self._reset_done is not None:

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from a2c_ppo_acktr.envs.vec_env import StepResult, VecEnv, VecEnvWrapper
+from a2c_ppo_acktr.utils import space_shape
 
 # name -> (mean, var, count) of the data seen (``normalizer_delta``).
 Moments = dict[str, tuple[np.ndarray, np.ndarray, float]]
@@ -141,7 +142,7 @@ class Normalizer:
                 rms.load_state_dict(d[name])
 
 
-class VecNormalize(VecEnvWrapper, Normalizer):
+class VecNormalize(VecEnvWrapper[VecEnv], Normalizer):
     """Normalizes observations by running mean/std and rewards by the std of the discounted return.
 
     Numerically the same as SB3's VecNormalize. ``eval()`` freezes the statistics; the
@@ -151,10 +152,11 @@ class VecNormalize(VecEnvWrapper, Normalizer):
     def __init__(self, venv: VecEnv, ob: bool = True, ret: bool = True, clip_obs: float = 10.,
                  clip_reward: float = 10., gamma: float = 0.99, epsilon: float = 1e-8) -> None:
         VecEnvWrapper.__init__(self, venv)
-        Normalizer.__init__(self, self.observation_space.shape, ob, ret, clip_obs, clip_reward,
+        Normalizer.__init__(self, space_shape(self.observation_space), ob, ret, clip_obs, clip_reward,
                             gamma, epsilon)
         self.returns = np.zeros(self.num_envs)  # (N,) discounted return so far, float64
-        self.raw_obs = None  # the last un-normalized observations (gail_experts/generate.py)
+        # The last un-normalized observations (gail_experts/generate.py).
+        self.raw_obs: np.ndarray | None = None
 
     def _obs(self, obs: np.ndarray) -> np.ndarray:
         self.raw_obs = obs  # a fresh array from the vec env: no copy needed to keep it

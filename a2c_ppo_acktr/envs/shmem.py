@@ -17,6 +17,7 @@ import numpy as np
 
 from a2c_ppo_acktr.envs.state import capture_envs, restore_envs
 from a2c_ppo_acktr.envs.vec_env import (
+    ENV_INDEX,
     StepResult,
     benchmark_block,
     num_cpus,
@@ -119,7 +120,7 @@ def _worker(conn, env_fns_blob, first_index):
     except (EOFError, ConnectionError):
         pass  # the parent is gone
     except Exception as e:
-        index = first_index + getattr(e, "env_index", index - first_index)
+        index = first_index + getattr(e, ENV_INDEX, index - first_index)
         try:
             conn.send(_RemoteError(index, f"{type(e).__name__}: {e}", traceback.format_exc()))
         except OSError:
@@ -230,7 +231,7 @@ class ShmemVecEnv:
         self._check_open()
         v = self._views
         v["actions"][:] = np.asarray(actions).reshape(v["actions"].shape)
-        infos = []
+        infos: list[dict] = []
         for block, (lo, hi) in zip(self._broadcast(b"s"), self._blocks):
             infos.extend(block if block is not None else [{} for _ in range(hi - lo)])
         # Copies: the workers overwrite the buffer on the next step.

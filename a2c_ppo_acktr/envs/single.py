@@ -24,6 +24,7 @@ from stable_baselines3.common.monitor import Monitor
 
 from a2c_ppo_acktr.envs.episodes import monitor_t_start
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.utils import space_shape
 
 _ale_registered = False
 
@@ -97,7 +98,7 @@ def check_env_id(env_id: str) -> None:
 
 # Leaves gymnasium's FlattenObservation turns into one vector (Discrete: one-hot).
 _FLAT_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-_announced = set()  # env ids whose flattening this process has reported
+_announced: set[str] = set()  # env ids whose flattening this process has reported
 
 
 def _flattenable(space: gym.Space) -> bool:
@@ -122,7 +123,7 @@ def _vector_observations(env: gym.Env, env_id: str, announce: bool) -> gym.Env:
     if announce and env_id not in _announced:
         _announced.add(env_id)
         print(f"{env_id}: observations {space} flattened into vectors of "
-              f"{env.observation_space.shape[0]} (Discrete ones one-hot)", flush=True)
+              f"{space_shape(env.observation_space)[0]} (Discrete ones one-hot)", flush=True)
     return env
 
 
@@ -137,6 +138,7 @@ class TransposeImage(gym.ObservationWrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         space = env.observation_space
+        assert isinstance(space, spaces.Box), f"images are Boxes, not {space}"
         self.observation_space = spaces.Box(
             space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1), dtype=space.dtype)
 
@@ -149,7 +151,7 @@ class SeedFirstReset(gym.Wrapper):
 
     def __init__(self, env: gym.Env, seed: int) -> None:
         super().__init__(env)
-        self._seed = seed
+        self._seed: int | None = seed
 
     def reset(self, *, seed: int | None = None,
               options: dict | None = None) -> tuple[Any, dict]:
@@ -206,7 +208,8 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
                 env.t_start = t_start  # appended rows continue the file's clock
         if atari:
             env = EpisodicLifeEnv(env)
-            if "FIRE" in env.unwrapped.get_action_meanings():
+            ale_env: Any = env.unwrapped  # ale_py's AtariEnv
+            if "FIRE" in ale_env.get_action_meanings():
                 env = FireResetEnv(env)
             env = WarpFrame(env, width=84, height=84)
             env = ClipRewardEnv(env)

@@ -146,7 +146,7 @@ def env_state(env: gym.Env) -> list[dict]:
     """Per layer of ``env``, outermost first: its class, its plain attributes and, innermost,
     the simulator's state."""
     states = [{"class": type(layer).__name__, "attrs": _attributes(layer)} for layer in _layers(env)]
-    base = env.unwrapped
+    base: Any = env.unwrapped  # a MuJoCo or ALE env, told apart by its attributes and module
     if hasattr(base, "data") and type(base.data).__name__ == "MjData":
         states[-1]["mujoco"] = _mujoco_state(base.data, base.model)
     elif type(base).__module__.startswith("ale_py."):
@@ -164,7 +164,7 @@ def load_env_state(env: gym.Env, states: list[dict]) -> None:
                          f"{' < '.join(classes)}")
     for layer, saved in zip(layers, states):
         _load_attributes(layer, saved["attrs"])
-    base = env.unwrapped
+    base: Any = env.unwrapped  # a MuJoCo or ALE env where the states say so
     if "mujoco" in states[-1]:
         _load_mujoco_state(base.data, base.model, states[-1]["mujoco"])
     if "ale" in states[-1]:
@@ -252,7 +252,7 @@ def _load_base_state(base: Any, saved: dict) -> None:
 def vec_env_state(venv: Any) -> dict:
     """The state of ``make_vec_envs``' stack ``venv``, as plain values; ``Inexact`` where its
     backend or an env cannot give it. The normalizer's statistics are not in it (``obs_rms``)."""
-    state = {}
+    state: dict[str, Any] = {}
     for layer in _chain(venv):
         if isinstance(layer, VecPyTorchFrameStack):
             state["stacked_obs"] = layer.stacked_obs.cpu().clone()

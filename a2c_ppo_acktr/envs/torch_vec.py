@@ -1,9 +1,11 @@
 """The torch side of the stack: numpy <-> tensors on a device, and frame stacking."""
+from typing import cast
+
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from a2c_ppo_acktr.envs.vec_env import VecEnv, VecEnvWrapper
+from a2c_ppo_acktr.envs.vec_env import GroupedVecEnv, VecEnv, VecEnvWrapper
 
 # What ``VecPyTorch.step`` returns: obs (N, *obs_shape) on the device, reward (N, 1) float32 on the
 # device, terminated (N,) and truncated (N,) numpy bool, infos.
@@ -22,7 +24,7 @@ def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     return t.to(device)
 
 
-class VecPyTorch(VecEnvWrapper):
+class VecPyTorch(VecEnvWrapper[VecEnv]):
     """numpy vector env -> torch tensors on ``device``.
 
     Observations: uint8 for images (the CNN scales them on ``device``), float32 otherwise; they
@@ -42,7 +44,7 @@ class VecPyTorch(VecEnvWrapper):
         # The Gaussian policy is unbounded; the env gets its sample clipped to the Box (MuJoCo's
         # control cost would otherwise charge for the excess), while the rollout keeps the
         # unclipped sample so that its log-probability stays exact (as SB3 and CleanRL do).
-        self._clip = isinstance(self.action_space, spaces.Box)
+        self._clip = self.action_space if isinstance(self.action_space, spaces.Box) else None
 
     def _to_torch(self, array: np.ndarray) -> torch.Tensor:
         t = to_device(array, self.device)
@@ -52,12 +54,12 @@ class VecPyTorch(VecEnvWrapper):
         return self._to_torch(self.venv.reset())
 
     def _actions(self, actions: torch.Tensor) -> np.ndarray:
-        actions = actions.cpu().numpy()  # the step's one wait for the device
-        if self._squeeze_actions and actions.ndim == 2:
-            actions = actions.reshape(-1)  # (N, 1) long -> (N,)
-        if self._clip:  # a fresh array: the env may keep it
-            actions = np.minimum(np.maximum(actions, self.action_space.low), self.action_space.high)
-        return actions
+        array = actions.cpu().numpy()  # the step's one wait for the device
+        if self._squeeze_actions and array.ndim == 2:
+            array = array.reshape(-1)  # (N, 1) long -> (N,)
+        if self._clip is not None:  # a fresh array: the env may keep it
+            array = np.minimum(np.maximum(array, self._clip.low), self._clip.high)
+        return array
 
     def _results(self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
                  truncated: np.ndarray, infos: list[dict]) -> TorchStepResult:
@@ -72,17 +74,21 @@ class VecPyTorch(VecEnvWrapper):
         """``actions`` (N, 1) or (N, A), as ``Policy.act`` returns them."""
         return self._results(*self.venv.step(self._actions(actions)))
 
+    def _grouped(self) -> GroupedVecEnv:
+        # Only called on an env with groups (``num_groups`` > 1), as the collector does.
+        return cast(GroupedVecEnv, self.venv)
+
     def send(self, actions: torch.Tensor, group: int = 0) -> None:
-        self.venv.send(self._actions(actions), group)
+        self._grouped().send(self._actions(actions), group)
 
     def recv(self, group: int = 0) -> TorchStepResult:
-        return self._results(*self.venv.recv(group))
+        return self._results(*self._grouped().recv(group))
 
     def group_slice(self, group: int) -> slice:
-        return self.venv.group_slice(group)
+        return self._grouped().group_slice(group)
 
 
-class VecPyTorchFrameStack(VecEnvWrapper):
+class VecPyTorchFrameStack(VecEnvWrapper[VecPyTorch]):
     """Stacks the last ``nstack`` observations along dim 1 (channels) on ``device``.
 
     The stack of an env whose episode ended is zeroed but for the new first frame; its
@@ -94,12 +100,13 @@ class VecPyTorchFrameStack(VecEnvWrapper):
         super().__init__(venv)
         self.nstack = nstack
         space = venv.observation_space
+        assert isinstance(space, spaces.Box), f"frames are stacked from a Box, not {space}"
         self.shape_dim0 = space.shape[0]
         reps = (nstack,) + (1,) * (len(space.shape) - 1)
-        self.observation_space = spaces.Box(np.tile(space.low, reps), np.tile(space.high, reps),
-                                            dtype=space.dtype)
+        box = spaces.Box(np.tile(space.low, reps), np.tile(space.high, reps), dtype=space.dtype)
+        self.observation_space = box
         dtype = torch.uint8 if space.dtype == np.uint8 else torch.float32
-        self.stacked_obs = torch.zeros((self.num_envs, *self.observation_space.shape), dtype=dtype,
+        self.stacked_obs = torch.zeros((self.num_envs, *box.shape), dtype=dtype,
                                        device=torch.device(device))
 
     def reset(self) -> torch.Tensor:
@@ -119,3 +126,7 @@ class VecPyTorchFrameStack(VecEnvWrapper):
                 stacked[i, :-c] = 0
         self.stacked_obs = stacked
         return stacked, reward, terminated, truncated, infos
+
+
+# What ``make_vec_envs`` builds: the torch side of a stack.
+TorchVecEnv = VecPyTorch | VecPyTorchFrameStack

@@ -20,29 +20,28 @@ knowledge of real-time envs): ``pause()`` holds it still until its next step, an
 """
 import os
 from collections.abc import Callable, Sequence
-from typing import NoReturn, Protocol
+from typing import Generic, NoReturn, Protocol, TypeVar, cast
 
 import gymnasium as gym
 import numpy as np
 
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.utils import space_shape
 
 # What ``step`` / ``recv`` of a numpy vector env return: obs (N, *obs_shape), rewards (N,) f32,
 # terminated (N,) bool, truncated (N,) bool, infos (N dicts).
 StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]
 
+# The attribute that the block functions set on an env's exception: the index of the env in its block.
+ENV_INDEX = "env_index"
 
-class VecEnv(Protocol):
-    """The vector-env contract above, for type checkers (``DummyVecEnv``, ``ShmemVecEnv``,
-    ``AleVecEnv``, ``NativeVecEnv`` and the numpy wrappers meet it; nothing subclasses it)."""
+
+class VecEnvBase(Protocol):
+    """What every vector env has, numpy or torch: the part of the contract a wrapper passes on."""
 
     num_envs: int
     observation_space: gym.Space
     action_space: gym.Space
-
-    def reset(self) -> np.ndarray: ...
-
-    def step(self, actions: np.ndarray) -> StepResult: ...
 
     def pause(self) -> None: ...
 
@@ -51,6 +50,27 @@ class VecEnv(Protocol):
     def render(self) -> np.ndarray | None: ...
 
     def close(self) -> None: ...
+
+
+class VecEnv(VecEnvBase, Protocol):
+    """The vector-env contract above, for type checkers (``DummyVecEnv``, ``ShmemVecEnv``,
+    ``AleVecEnv``, ``NativeVecEnv`` and the numpy wrappers meet it; nothing subclasses it)."""
+
+    def reset(self) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray) -> StepResult: ...
+
+
+class GroupedVecEnv(VecEnv, Protocol):
+    """A vector env that also steps its envs in ``num_groups`` blocks (``AleVecEnv``)."""
+
+    num_groups: int
+
+    def send(self, actions: np.ndarray, group: int = 0) -> None: ...
+
+    def recv(self, group: int = 0) -> StepResult: ...
+
+    def group_slice(self, group: int) -> slice: ...
 
 
 def step_block(envs: Sequence[gym.Env], actions: np.ndarray, obs: np.ndarray, rewards: np.ndarray,
@@ -67,7 +87,7 @@ def step_block(envs: Sequence[gym.Env], actions: np.ndarray, obs: np.ndarray, re
                 info["final_obs"] = np.array(o)  # a copy: the env may reuse its buffer
                 o, _ = env.reset()
         except Exception as e:
-            e.env_index = j  # lets ShmemVecEnv name the env that failed
+            setattr(e, ENV_INDEX, j)  # lets ShmemVecEnv name the env that failed
             raise
         obs[j] = o
         rewards[j] = r
@@ -96,7 +116,7 @@ def reset_block(envs: Sequence[gym.Env], obs: np.ndarray) -> None:
         try:
             obs[j], _ = env.reset()
         except Exception as e:
-            e.env_index = j
+            setattr(e, ENV_INDEX, j)
             raise
 
 
@@ -111,7 +131,7 @@ class DummyVecEnv:
 
     def reset(self) -> np.ndarray:
         """Reset all envs; returns obs (N, *obs_shape)."""
-        obs = np.empty((self.num_envs, *self.observation_space.shape), self.observation_space.dtype)
+        obs = np.empty((self.num_envs, *space_shape(self.observation_space)), self.observation_space.dtype)
         reset_block(self.envs, obs)
         return obs
 
@@ -119,8 +139,8 @@ class DummyVecEnv:
         """Returns obs (N, *obs_shape), rewards (N,) f32, terminated (N,), truncated (N,), infos."""
         n = self.num_envs
         # Same cast as the shared action buffer of ShmemVecEnv; a fresh array, as an env may keep it.
-        actions = np.array(actions, dtype=self.action_space.dtype).reshape(n, *self.action_space.shape)
-        obs = np.empty((n, *self.observation_space.shape), self.observation_space.dtype)
+        actions = np.array(actions, dtype=self.action_space.dtype).reshape(n, *space_shape(self.action_space))
+        obs = np.empty((n, *space_shape(self.observation_space)), self.observation_space.dtype)
         rewards = np.empty(n, np.float32)
         terminated = np.empty(n, bool)
         truncated = np.empty(n, bool)
@@ -135,7 +155,8 @@ class DummyVecEnv:
 
     def render(self) -> np.ndarray | None:
         """The first env's frame."""
-        return self.envs[0].render()
+        # gymnasium types a frame for every render mode; an rgb_array env's is an array.
+        return cast(np.ndarray | None, self.envs[0].render())
 
     def close(self) -> None:
         for env in self.envs:
@@ -159,19 +180,22 @@ class BatchedVecEnv:
         raise ConfigError(f"--vec-env {self.kind} does not render; enjoy.py uses --vec-env dummy")
 
 
-class VecEnvWrapper:
-    """Base of the wrappers below: what a wrapper does not change goes to ``self.venv``.
+V = TypeVar("V", bound=VecEnvBase)
+
+
+class VecEnvWrapper(Generic[V]):
+    """Base of the wrappers below: what a wrapper does not change goes to ``self.venv`` (a ``V``).
 
     A wrapper hides its env's groups (``num_groups`` 1) unless it steps them itself.
     """
 
     num_groups = 1
 
-    def __init__(self, venv: "VecEnv | VecEnvWrapper") -> None:
+    def __init__(self, venv: V) -> None:
         self.venv = venv
-        self.num_envs = venv.num_envs
-        self.observation_space = venv.observation_space
-        self.action_space = venv.action_space
+        self.num_envs: int = venv.num_envs
+        self.observation_space: gym.Space = venv.observation_space
+        self.action_space: gym.Space = venv.action_space
 
     def pause(self) -> None:
         """Real-time envs hold still (default action, clock stopped) until the next step."""

@@ -39,7 +39,7 @@ class DroneInterface(RealTimeGymInterface):
         self.min_delay, self.max_delay, self.render_size = min_delay, max_delay, render_size
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
         self._target_rng, self._delay_rng = np.random.default_rng(), np.random.default_rng()
         self._target = np.zeros(2, np.float32)
         self._reset_state()
@@ -48,7 +48,9 @@ class DroneInterface(RealTimeGymInterface):
         now = time.perf_counter()
         self._pos = np.zeros(2, np.float32)       # true position (simulator side)
         self._vel = np.zeros(2, np.float32)       # last control delivered to the drone
-        self._ctrl_msgs, self._obs_msgs = [], []  # in flight: (arrival, stamp, value)
+        # In flight: (arrival, stamp, value).
+        self._ctrl_msgs: list[tuple[float, float, np.ndarray]] = []
+        self._obs_msgs: list[tuple[float, float, np.ndarray]] = []
         self._ctrl_stamp = self._obs_stamp = now  # newest delivered; anything older is stale
         self._seen_pos = np.zeros(2, np.float32)  # last position delivered to the interface
 

@@ -19,7 +19,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -107,7 +107,8 @@ class _Polyak:
     """rtgym-style running mean and mean absolute deviation (first sample initializes)."""
 
     def __init__(self, polyak: float) -> None:
-        self.polyak, self.mean, self.dev = polyak, None, 0.0
+        self.polyak, self.dev = polyak, 0.0
+        self.mean: float | None = None
 
     def add(self, x: float) -> None:
         if self.mean is None:
@@ -144,6 +145,8 @@ class RealTimeEnv(gym.Env):
         n_buf = c["act_buf_len"] if c["act_in_obs"] else 0
         flat_obs = spaces.flatten_space(self._obs_space)
         flat_act = spaces.flatten_space(self.action_space)
+        assert isinstance(flat_obs, spaces.Box) and isinstance(flat_act, spaces.Box), \
+            "the interface's spaces must flatten to Boxes (not Graph or Sequence)"
         low = np.concatenate([flat_obs.low] + [flat_act.low] * n_buf).astype(np.float32)
         high = np.concatenate([flat_obs.high] + [flat_act.high] * n_buf).astype(np.float32)
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
@@ -151,7 +154,7 @@ class RealTimeEnv(gym.Env):
         self.timeouts = 0  # total over the env's life
         self._paused = True
         self._t_step = self._deadline = 0.0
-        self._last_return = None
+        self._last_return: float | None = None
         self._steps = 0
         self._warned = False
         self._bench = {k: _Polyak(c["benchmark_polyak"])
@@ -159,8 +162,9 @@ class RealTimeEnv(gym.Env):
 
     # ------------------------------------------------------------------ helpers
     def _obs(self, obs: Any) -> np.ndarray:
-        parts = [spaces.flatten(self._obs_space, obs)]
-        parts += [spaces.flatten(self.action_space, a) for a in self._act_buf]
+        # Both spaces flatten to Boxes (checked in __init__), so these are arrays.
+        parts = [cast(np.ndarray, spaces.flatten(self._obs_space, obs))]
+        parts += [cast(np.ndarray, spaces.flatten(self.action_space, a)) for a in self._act_buf]
         return np.concatenate(parts).astype(np.float32)
 
     def _push_action(self, action: np.ndarray) -> None:
@@ -192,7 +196,7 @@ class RealTimeEnv(gym.Env):
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
         c = self.config
         now = time.perf_counter()
-        info = {}
+        info: dict[str, Any] = {}
         # After wait() the device held still and the clock stopped: this step captures and sends
         # at once and the clock restarts now. (Sleeping a whole step here would stagger the
         # clocks of envs stepped one after another in one process, and time them out.)

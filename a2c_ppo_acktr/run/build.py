@@ -9,7 +9,7 @@ import torch
 
 from a2c_ppo_acktr import algo, speed
 from a2c_ppo_acktr.algo import gail
-from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
@@ -17,6 +17,7 @@ from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.checkpoint import RunPaths, check_checkpoint
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
+from a2c_ppo_acktr.utils import space_shape
 
 DEFAULT_THREADS = torch.get_num_threads()
 
@@ -77,7 +78,9 @@ def restore(args, paths, resumed: dict, envs, actor_critic, agent, discr) -> Non
     except (CheckpointError, RuntimeError, ValueError, KeyError) as e:
         raise CheckpointError(f"--resume: {str(e).splitlines()[0]}") from None
     if resumed["obs_rms"] is not None:
-        get_vec_normalize(envs).load_state_dict(resumed["obs_rms"])
+        vec_norm = get_vec_normalize(envs)
+        assert vec_norm is not None  # the checkpoint's env (checked above) normalizes
+        vec_norm.load_state_dict(resumed["obs_rms"])
     torch.set_rng_state(resumed["torch_rng"])
 
 
@@ -89,7 +92,8 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
         if args.num_workers:  # Ray actors sample; they look like one vector env of N * P envs
             from a2c_ppo_acktr.sampling.ray_learner import WorkerGroup
-            envs = WorkerGroup(args, paths.log_dir, paths.eval_dir, env_steps, resumed=bool(resumed))
+            envs: WorkerGroup | TorchVecEnv = WorkerGroup(args, paths.log_dir, paths.eval_dir,
+                                                          env_steps, resumed=bool(resumed))
         else:
             envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
                                  args.gamma, paths.log_dir, device, False, vec_env=args.vec_env,
@@ -100,8 +104,9 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
     try:
         # Small MLPs: intra-op threads cost more in synchronisation than they gain. Convolutions
         # on image batches do gain (docs/benchmarks.md, "Measured code choices").
-        torch.set_num_threads(1 if len(envs.observation_space.shape) == 1 else DEFAULT_THREADS)
-        actor_critic = make_policy(envs.observation_space.shape, envs.action_space,
+        obs_shape = space_shape(envs.observation_space)
+        torch.set_num_threads(1 if len(obs_shape) == 1 else DEFAULT_THREADS)
+        actor_critic = make_policy(obs_shape, envs.action_space,
                                    run_policy_kwargs(args), device)
         agent = make_agent(args, actor_critic)
         discr = expert_loader = None

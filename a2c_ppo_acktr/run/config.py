@@ -61,7 +61,7 @@ def given_flags(parser: argparse.ArgumentParser, argv: list[str]) -> dict:
 
 def versions() -> dict:
     """Python's version and the installed versions of the libraries a run's results depend on."""
-    found = {"python": platform.python_version()}
+    found: dict[str, str | None] = {"python": platform.python_version()}
     for name in VERSIONS:
         try:
             found[name] = importlib.metadata.version(name)
@@ -109,6 +109,7 @@ def _checkpoint_config(path: Optional[str], named: bool) -> Optional[dict]:
     try:
         if not named and not (path and os.path.isfile(path)):
             return None
+        assert path is not None  # the command line named it
         config = load_checkpoint(path).get("config")
     except CheckpointError as e:
         if named:

@@ -55,7 +55,7 @@ from a2c_ppo_acktr.errors import CheckpointError, ConfigError, Error
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run.checkpoint import build_policy, load_policy_checkpoint
 from a2c_ppo_acktr.run.playback import play_envs
-from a2c_ppo_acktr.utils import save_atomic
+from a2c_ppo_acktr.utils import save_atomic, space_shape
 
 PROG = "a2c_ppo_acktr.run.export"
 FORMATS = {"pt2": ".pt2", "onnx": ".onnx"}
@@ -65,6 +65,12 @@ class DeployedPolicy(nn.Module):
     """``policy`` acting deterministically on raw observations: the frozen observation
     normalizer before it, the action space's bounds after it (see the module's docstring)."""
 
+    obs_mean: torch.Tensor  # buffers: the normalizer's statistics, the action bounds
+    obs_std: torch.Tensor
+    low: torch.Tensor
+    high: torch.Tensor
+    no_state: torch.Tensor
+
     def __init__(self, policy: Policy, normalizer: Normalizer | None,
                  action_space: spaces.Space) -> None:
         super().__init__()
@@ -72,13 +78,13 @@ class DeployedPolicy(nn.Module):
         self.recurrent = policy.is_recurrent
         rms = normalizer.ob_rms if normalizer is not None else None
         self.normalize = rms is not None
-        if rms is not None:  # float64, as VecNormalize normalizes
+        if normalizer is not None and rms is not None:  # float64, as VecNormalize normalizes
             self.register_buffer("obs_mean", torch.from_numpy(np.array(rms.mean, np.float64)))
             self.register_buffer("obs_std", torch.from_numpy(np.sqrt(rms.var + normalizer.epsilon)))
             self.clip_obs = float(normalizer.clip_obs)
         self.discrete = isinstance(action_space, spaces.Discrete)
         self.bounded = isinstance(action_space, spaces.Box)
-        if self.bounded:
+        if isinstance(action_space, spaces.Box):
             self.register_buffer("low", torch.as_tensor(action_space.low, dtype=torch.float32))
             self.register_buffer("high", torch.as_tensor(action_space.high, dtype=torch.float32))
         self.register_buffer("no_state", torch.zeros(0))  # a feed-forward base ignores its state
@@ -100,12 +106,13 @@ class DeployedPolicy(nn.Module):
         return (action, hidden) if self.recurrent else action
 
 
-def describe(ckpt: dict, module: DeployedPolicy, obs_space: spaces.Box, action_space: spaces.Space,
+def describe(ckpt: dict, module: DeployedPolicy, obs_space: spaces.Space, action_space: spaces.Space,
              hidden_size: int) -> dict:
     """What the exported file takes and gives: its metadata, and the closing message."""
-    shape = "(N, " + ", ".join(str(d) for d in obs_space.shape) + ")"
-    if len(obs_space.shape) == 3:
-        obs = f"{shape} uint8, the last {obs_space.shape[0]} frames, oldest first"
+    obs_shape = space_shape(obs_space)
+    shape = "(N, " + ", ".join(str(d) for d in obs_shape) + ")"
+    if len(obs_shape) == 3:
+        obs = f"{shape} uint8, the last {obs_shape[0]} frames, oldest first"
     else:
         obs = f"{shape} {obs_space.dtype}, the env's raw observations" + (
             " (normalized inside)" if module.normalize else "")
@@ -114,7 +121,7 @@ def describe(ckpt: dict, module: DeployedPolicy, obs_space: spaces.Box, action_s
               spaces.MultiDiscrete: "(N, D) int64, an index per dimension",
               spaces.MultiBinary: "(N, D) float32 0/1"}[type(action_space)]
     info = {"env_name": ckpt["env_name"], "algo": ckpt.get("algo"), "env_steps": ckpt.get("env_steps"),
-            "obs_shape": list(obs_space.shape), "obs_dtype": str(obs_space.dtype),
+            "obs_shape": list(obs_shape), "obs_dtype": str(obs_space.dtype),
             "action_space": ckpt.get("action_space"), "recurrent": module.recurrent,
             "call": "action = policy(obs)", "obs": obs, "action": action}
     if module.recurrent:
@@ -124,7 +131,7 @@ def describe(ckpt: dict, module: DeployedPolicy, obs_space: spaces.Box, action_s
     return info
 
 
-def example_inputs(module: DeployedPolicy, obs_space: spaces.Box, hidden_size: int,
+def example_inputs(module: DeployedPolicy, obs_space: spaces.Space, hidden_size: int,
                    batch: int = 2) -> tuple[torch.Tensor, ...]:
     """Inputs to export with: a batch of 2, since torch.export takes a size of 1 for a constant."""
     obs = torch.as_tensor(np.stack([obs_space.sample() for _ in range(batch)]))
@@ -153,8 +160,10 @@ def _onnx(program: torch.export.ExportedProgram, info: dict):
     import onnx  # check_format made sure it is there
 
     n = len(program.graph_signature.user_inputs)
-    model = torch.onnx.export(program, input_names=["obs", "hidden", "mask"][:n],
-                              output_names=["action", "hidden"][:1 + (n > 1)], verbose=False).model_proto
+    onnx_program = torch.onnx.export(program, input_names=["obs", "hidden", "mask"][:n],
+                                     output_names=["action", "hidden"][:1 + (n > 1)], verbose=False)
+    assert onnx_program is not None  # None only from the legacy exporter, which takes no ExportedProgram
+    model = onnx_program.model_proto
     onnx.helper.set_model_props(model, {k: str(v) for k, v in info.items()})
     return model, lambda m, f: f.write(m.SerializeToString())
 

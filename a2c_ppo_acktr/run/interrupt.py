@@ -4,6 +4,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from a2c_ppo_acktr.errors import program
 
@@ -38,8 +40,9 @@ class StopRequest:
     signal stops at once, without saving (exit status 128 + signal)."""
 
     def __init__(self) -> None:
-        self.signum = None
-        self._previous = {}
+        self.signum: int | None = None
+        # signal -> the handler it had before (what signal.signal returns)
+        self._previous: dict[int, Callable[..., Any] | int | None] = {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():  # the only one that may

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import gymnasium as gym
 
 from a2c_ppo_acktr.algo import ALGOS
-from a2c_ppo_acktr.envs import VecEnvWrapper, make_vec_envs
+from a2c_ppo_acktr.envs import TorchVecEnv, make_vec_envs
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.run import checkpoint
 
@@ -43,7 +43,7 @@ def load(args: argparse.Namespace) -> tuple[str, dict]:
 
 @contextlib.contextmanager
 def play_envs(args: argparse.Namespace, ckpt: dict,
-              render_mode: str | None = None) -> Iterator[VecEnvWrapper]:
+              render_mode: str | None = None) -> Iterator[TorchVecEnv]:
     """One env in this process, built as the run built its envs (the checkpoint's env kwargs),
     seeded ``args.seed + 1000``; closed on exit."""
     with tempfile.TemporaryDirectory() as log_dir:  # for the Monitor: raw returns in infos

@@ -68,8 +68,9 @@ _ATARI_TUNED = {key: value for key, value in ORIGINAL["atari"].items()
                 if key != "use_linear_lr_decay"} | {"num_mini_batch": 8}
 # The original's A2C and ACKTR Atari commands (its README), beside its PPO one: A2C is main.py's
 # defaults, ACKTR takes 32 envs x 20 steps.
-ORIGINAL_BY_ALGO = {"a2c": {"atari": {"algo": "a2c"}},
-                    "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20}}}
+ORIGINAL_BY_ALGO: dict[str, dict[str, dict[str, Any]]] = {
+    "a2c": {"atari": {"algo": "a2c"}},
+    "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20}}}
 TUNED = {
     # HalfCheetah and Ant: above the zoo's settings, which were their recipes before.
     "HalfCheetah-v5": _TIANSHOU_MUJOCO,

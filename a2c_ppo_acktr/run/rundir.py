@@ -118,7 +118,7 @@ def make_run_dirs(args, paths: RunPaths, resumed: dict | None) -> list:
     wanted = [paths.log_dir] + ([paths.eval_dir] if args.eval_interval is not None else [])
     if paths.checkpoint is not None:
         wanted.append(os.path.dirname(paths.checkpoint))
-    created = []
+    created: list[str] = []
     for directory in wanted:
         new = []
         parent = directory

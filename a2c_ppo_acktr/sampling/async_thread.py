@@ -86,7 +86,7 @@ class AsyncCollector(Collector):
         self.behaviour = behaviour.requires_grad_(False)
         self.behaviour.load_state_dict(actor_critic.state_dict())
         self.policy_lag = 0   # of the rollout last given to the learner
-        self.lags = []        # of every rollout given, in order
+        self.lags: list[int] = []  # of every rollout given, in order
         self.stalls = 0       # rollouts the sampler had to wait for a free buffer
         self.obs_rms = normalizer_state(envs)
         self._benchmarks = envs.benchmarks()
@@ -94,8 +94,10 @@ class AsyncCollector(Collector):
         self._stop = threading.Event()
         self._envs = _StoppableEnvs(envs, self._stop)
         self._num_threads = torch.get_num_threads()
-        self._ready = queue.Queue()  # (rollouts, RolloutInfo) or the exception that ended the thread
-        self._free = queue.Queue()   # (rollouts, weights or None, version) or None: stop
+        # (rollouts, RolloutInfo) or the exception that ended the thread
+        self._ready: queue.Queue[tuple[RolloutStorage, RolloutInfo] | BaseException] = queue.Queue()
+        # (rollouts, weights or None, version) or None: stop
+        self._free: queue.Queue[tuple[RolloutStorage, dict | None, int] | None] = queue.Queue()
         self._free.put((copy.deepcopy(self.rollouts), None, 0))
         self._thread = threading.Thread(target=self._run, args=(self.rollouts, num_rollouts),
                                         daemon=True, name="sampler")

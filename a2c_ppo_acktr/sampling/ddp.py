@@ -48,7 +48,7 @@ class DDP:
         importlib.import_module("torch._dynamo")
         # gloo on CPU; nccl moves GPU tensors without a trip through the host.
         dist.init_process_group("nccl" if cuda else "gloo")
-        self._norm_base = None
+        self._norm_base: dict | None = None
         self._pending = None
 
     @classmethod
@@ -128,7 +128,8 @@ class DDP:
         if self._norm_base is None:
             return
         vec_norm = get_vec_normalize(envs)
-        deltas = [None] * self.world_size
+        assert vec_norm is not None  # share_normalizer found it (self._norm_base)
+        deltas: list[Any] = [None] * self.world_size  # all_gather_object fills in each rank's
         dist.all_gather_object(deltas, normalizer_delta(self._norm_base, vec_norm.state_dict()))
         self._norm_base = merge_normalizer(self._norm_base, deltas)
         vec_norm.load_state_dict(self._norm_base)

@@ -77,9 +77,12 @@ class WorkerGroup:
         self.version = env_steps // self.steps_per_update  # the update the next snapshot is for
         self.seed_base = args.seed + env_steps
         self.events = open(os.path.join(self.log_dir, "workers.log"), "a")
-        self.evaluator, self._evaluations = None, []  # Evaluator actor, ObjectRefs of its rows
+        # The Evaluator actor (started by the first evaluation), the ObjectRefs of its rows.
+        self.evaluator: Any = None
+        self._evaluations: list[Any] = []
         self.policy_lag = 0  # updates between the weights that sampled a rollout and the learner's
-        self._costs, self._updates_timed = {}, 0
+        self._costs: dict[str, float] = {}
+        self._updates_timed = 0
         actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(RolloutWorker)
         self.workers = [actor.remote(w, args) for w in range(self.num_workers)]
         try:
@@ -102,7 +105,7 @@ class WorkerGroup:
                 fresh, [normalizer_delta(fresh, i["obs_rms"]) for i in info]))
         self._benchmarks = [b for i in info for b in i["benchmarks"]]
         self.pids = ray.get([w.pid.remote() for w in self.workers])
-        self._in_flight = {}  # async mode: worker index -> ObjectRef of its next rollout
+        self._in_flight: dict[int, Any] = {}  # async mode: worker index -> ObjectRef of its next rollout
         self.log_event(f"{self.num_workers} Ray rollout workers x {self.P} envs (pids "
                        f"{', '.join(map(str, self.pids))}); this node's Ray address "
                        f"{ray.util.get_node_ip_address()}", echo=False)
