@@ -1,14 +1,17 @@
 """The public API is type-hinted: every parameter and return annotated, and the hints resolve.
 
-``PUBLIC`` names what a researcher calls; ``MODULES`` are swept for every other public function,
-class method and property they define, so a new one without hints fails here too.
+``PUBLIC`` names what a researcher calls; ``MODULES`` (every module of the package, found from its
+file tree, and the scripts' ``curves``) are swept for every other public function, class method and
+property they define, so a new function or module without hints fails here too.
 """
 import importlib
 import inspect
 import typing
+from pathlib import Path
 
 import pytest
 
+import a2c_ppo_acktr
 from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, KFACOptimizer, LinearDecay
 from a2c_ppo_acktr.algo.gail import Discriminator, ExpertDataset
 from a2c_ppo_acktr.envs import (
@@ -72,18 +75,15 @@ PUBLIC = {
     "A2C_ACKTR.adjust_lr": A2C_ACKTR.adjust_lr,
 }
 
-MODULES = [
-    "a2c_ppo_acktr.model", "a2c_ppo_acktr.storage", "a2c_ppo_acktr.distributions",
-    "a2c_ppo_acktr.utils", "a2c_ppo_acktr.evaluation", "a2c_ppo_acktr.run.playback",
-    "curves", "a2c_ppo_acktr.algo.ppo", "a2c_ppo_acktr.algo.a2c_acktr", "a2c_ppo_acktr.algo.agent",
-    "a2c_ppo_acktr.algo.kfac", "a2c_ppo_acktr.algo.gail", "a2c_ppo_acktr.envs.make",
-    "a2c_ppo_acktr.envs.vec_env", "a2c_ppo_acktr.envs.normalize", "a2c_ppo_acktr.envs.torch_vec",
-    "a2c_ppo_acktr.envs.single", "a2c_ppo_acktr.envs.ale", "a2c_ppo_acktr.envs.native",
-    "a2c_ppo_acktr.envs.episodes", "a2c_ppo_acktr.envs.shmem", "a2c_ppo_acktr.realtime.env",
-    "a2c_ppo_acktr.realtime.drone", "a2c_ppo_acktr.rollout", "a2c_ppo_acktr.sampling.async_thread",
-    "a2c_ppo_acktr.sampling.ddp", "a2c_ppo_acktr.sampling.ray_learner", "a2c_ppo_acktr.run.history",
-    "a2c_ppo_acktr.speed",
-]
+def _package_modules():
+    """Every module of the package, from its file tree (``run/`` and ``sampling/`` are namespace
+    packages, which ``pkgutil.walk_packages`` would miss), so that a new module is swept unasked."""
+    root = Path(a2c_ppo_acktr.__file__).parent
+    return sorted(".".join(("a2c_ppo_acktr", *path.relative_to(root).with_suffix("").parts))
+                  for path in root.rglob("*.py") if path.stem not in ("__init__", "__main__"))
+
+
+MODULES = [*_package_modules(), "curves"]
 DUNDERS = ("__init__", "__len__", "__getitem__")
 
 
@@ -138,6 +138,16 @@ def test_the_sweep_finds_the_api():
     assert "a2c_ppo_acktr.storage.RolloutStorage.insert" in ALL
     assert "a2c_ppo_acktr.envs.make.make_vec_envs" in ALL
     assert len(ALL) > 150
+
+
+def test_the_sweep_covers_every_module():
+    """The modules are found from the file tree, namespace packages included (it would pass
+    vacuously if it found none)."""
+    assert "a2c_ppo_acktr.run.arguments" in MODULES
+    assert "a2c_ppo_acktr.sampling.ray_actors" in MODULES
+    assert "a2c_ppo_acktr.algo.ppo" in MODULES and "a2c_ppo_acktr.envs.make" in MODULES
+    assert not any(name.endswith(("__init__", "__main__")) for name in MODULES)
+    assert len(MODULES) > 40
 
 
 def test_the_check_flags_a_missing_hint():
