@@ -185,9 +185,9 @@ class VecNormalize(VecEnvWrapper[VecEnv], Normalizer):
         return obs, rewards, terminated, truncated, infos
 
 
-def get_vec_normalize(venv: VecEnv | VecEnvWrapper | None) -> "Normalizer | None":
+def get_vec_normalize(venv: object) -> "Normalizer | None":
     """The normalizer (a VecNormalize, or a Ray learner's ``Normalizer``) in the ``.venv`` chain
-    of ``venv``, or None."""
+    of ``venv`` (a vector env, its wrapper, a Ray ``WorkerGroup``, None), or None."""
     while venv is not None:
         if isinstance(venv, Normalizer):
             return venv

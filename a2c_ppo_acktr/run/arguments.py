@@ -5,7 +5,8 @@ import argparse
 import ast
 import os
 import sys
-from typing import Optional
+from collections.abc import Sequence
+from typing import Any, NoReturn, Optional
 
 import torch
 
@@ -39,11 +40,11 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         fail(f"{message} (see --help)", prog=self.prog)
 
 
-def build_parser():
+def build_parser() -> Parser:
     p = Parser(description="A2C, PPO, ACKTR and GAIL for gymnasium environments")
     p.add_argument("--algo", default="a2c", metavar="{" + ",".join(ALGOS) + "}",
                    help="algorithm: " + " | ".join(ALGOS) + " (acktr uses K-FAC's own lr 0.25, "
@@ -203,9 +204,9 @@ def _literal(text):
         return text
 
 
-def parse_env_kwargs(pairs):
+def parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     """``["key=value", ...]`` -> dict with values parsed by ``_literal``; bad input -> ``fail``."""
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.isidentifier():
@@ -216,7 +217,7 @@ def parse_env_kwargs(pairs):
     return kwargs
 
 
-def fail(message, prog=None):
+def fail(message: str, prog: Optional[str] = None) -> NoReturn:
     """One line on stderr and exit status 2: bad input is explained, never a traceback."""
     print(f"{prog or program()}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -249,7 +250,7 @@ def check_minibatches(args: argparse.Namespace) -> Optional[str]:
     return None
 
 
-def check_args(args):
+def check_args(args: argparse.Namespace) -> None:
     """Reject values that would otherwise fail deep inside torch or silently misbehave."""
     if args.algo not in ALGOS:
         fail(f"unknown --algo {args.algo!r}; choose one of: {', '.join(ALGOS)}")
@@ -322,7 +323,7 @@ def check_args(args):
              "learner updates in bf16; drop one of them")
 
 
-def get_args(argv=None):
+def get_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     """main.py's arguments: defaults, --recipe, the saved flags on --resume, the command line
     (run/config.py); checked, with ``notes`` and ``config`` for the run's log and files."""
     try:

@@ -1,9 +1,10 @@
 """What a run is made of: its envs, policy, agent and GAIL discriminator, restored from its
 checkpoint on --resume, and the collector that samples for it. Bad input raises a
 ``ConfigError`` or ``CheckpointError`` with one line, the envs closed."""
+import argparse
 import functools
 import os
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
@@ -17,18 +18,22 @@ from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.checkpoint import RunPaths, check_checkpoint
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
+from a2c_ppo_acktr.sampling.ray_learner import RayCollector, WorkerGroup
 from a2c_ppo_acktr.utils import space_shape
 
 DEFAULT_THREADS = torch.get_num_threads()
 
+# What a run samples with: make_vec_envs' envs, or the Ray workers seen as one vector env.
+RunEnvs = WorkerGroup | TorchVecEnv
 
-def run_policy_kwargs(args) -> dict:
+
+def run_policy_kwargs(args: argparse.Namespace) -> dict:
     """``policy_kwargs`` and how this run computes (``--precision``): not the network's shape, so
     not in the checkpoint's copy."""
     return {**policy_kwargs(args), "precision": args.precision}
 
 
-def make_agent(args, actor_critic: Policy) -> algo.Agent:
+def make_agent(args: argparse.Namespace, actor_critic: Policy) -> algo.Agent:
     """The ``--algo`` agent on ``actor_critic``; ``ConfigError`` for an unknown name."""
     horizon = args.lr_decay_horizon if args.use_linear_lr_decay else None
     if args.algo == "ppo":
@@ -45,7 +50,8 @@ def make_agent(args, actor_critic: Policy) -> algo.Agent:
     raise ConfigError(f"unknown --algo {args.algo!r}; choose one of: {', '.join(algo.ALGOS)}")
 
 
-def make_gail(args, envs, device):
+def make_gail(args: argparse.Namespace, envs: RunEnvs, device: torch.device
+              ) -> tuple[gail.Discriminator, torch.utils.data.DataLoader]:
     """GAIL's discriminator and expert batches (raw states); ``gail.GailError`` on bad input."""
     path = gail.expert_path(args.gail_experts_dir, args.env_name)
     discr = gail.Discriminator(envs.observation_space, envs.action_space, reward=args.gail_reward,
@@ -64,10 +70,12 @@ def make_gail(args, envs, device):
     return discr, loader
 
 
-def restore(args, paths, resumed: dict, envs, actor_critic, agent, discr) -> None:
+def restore(args: argparse.Namespace, paths: RunPaths, resumed: dict, envs: RunEnvs,
+            actor_critic: Policy, agent: algo.Agent, discr: Optional[gail.Discriminator]) -> None:
     """Load the checkpoint ``resumed`` into the run; ``CheckpointError`` if it does not fit."""
+    assert paths.checkpoint is not None  # --resume needs one (rundir.check_run)
     try:
-        check_checkpoint(resumed, paths.checkpoint, args.env_name, envs.observation_space.shape,
+        check_checkpoint(resumed, paths.checkpoint, args.env_name, space_shape(envs.observation_space),
                          envs.action_space)
         actor_critic.load_state_dict(resumed["actor_critic"])
         agent.optimizer.load_state_dict(resumed["optimizer"])
@@ -84,15 +92,15 @@ def restore(args, paths, resumed: dict, envs, actor_critic, agent, discr) -> Non
     torch.set_rng_state(resumed["torch_rng"])
 
 
-def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
+def build_run(args: argparse.Namespace, paths: RunPaths, device: torch.device,
+              resumed: Optional[dict], rank: int) -> tuple:
     """The run's envs, policy, agent and GAIL discriminator (restored from ``resumed``); bad input
     raises ``ConfigError`` (or ``CheckpointError``), with the envs closed."""
     env_steps = resumed["env_steps"] if resumed else 0
     try:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
         if args.num_workers:  # Ray actors sample; they look like one vector env of N * P envs
-            from a2c_ppo_acktr.sampling.ray_learner import WorkerGroup
-            envs: WorkerGroup | TorchVecEnv = WorkerGroup(args, paths.log_dir, paths.eval_dir,
+            envs: RunEnvs = WorkerGroup(args, paths.log_dir, paths.eval_dir,
                                                           env_steps, resumed=bool(resumed))
         else:
             envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
@@ -129,8 +137,8 @@ def build_run(args, paths, device, resumed: Optional[dict], rank: int) -> tuple:
     return envs, actor_critic, agent, discr, expert_loader
 
 
-def build_collector(args, paths: RunPaths, envs: Any, actor_critic: Policy, device: torch.device,
-                    ddp: Optional[DDP], num_rollouts: int) -> Collector:
+def build_collector(args: argparse.Namespace, paths: RunPaths, envs: RunEnvs, actor_critic: Policy,
+                    device: torch.device, ddp: Optional[DDP], num_rollouts: int) -> Collector:
     """The sampling mode, chosen once: the loop only calls the ``Collector`` interface.
 
     Ray workers (``--num-workers``, asynchronous or not: the workers decide), torchrun ranks,
@@ -141,12 +149,11 @@ def build_collector(args, paths: RunPaths, envs: Any, actor_critic: Policy, devi
                                     device=device, env_kwargs=args.env_kwargs)
     common = (args.num_steps, args.use_proper_time_limits, device)
     if args.num_workers:
-        from a2c_ppo_acktr.sampling.ray_learner import RayCollector  # Ray is optional
         return RayCollector(envs, actor_critic, *common, evaluate_fn)
     if ddp is not None:
         return DDPCollector(ddp, envs, actor_critic, *common, evaluate_fn)
     if args.async_rollouts:
-        behaviour = make_policy(envs.observation_space.shape, envs.action_space,
+        behaviour = make_policy(space_shape(envs.observation_space), envs.action_space,
                                 run_policy_kwargs(args), device)
         return AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts, evaluate_fn)
     return Collector(envs, actor_critic, *common, evaluate_fn)

@@ -13,18 +13,25 @@ A run is keyed by (algo, env id, seed)::
 ('/' in the env id becomes '_': ``utils.env_file_name``). Every error here is a
 ``CheckpointError`` with a one-line message, which the entry points turn into their ``fail`` line.
 """
+import argparse
 import glob
 import os
 import time
+from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional
 
+import gymnasium as gym
 import torch
 
+from a2c_ppo_acktr.algo.agent import Agent
+from a2c_ppo_acktr.algo.gail import Discriminator
+from a2c_ppo_acktr.envs import TorchVecEnv
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import freeze_normalization
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
+from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.resume import exact_state
-from a2c_ppo_acktr.utils import env_file_name, save_atomic
+from a2c_ppo_acktr.utils import env_file_name, save_atomic, space_shape
 
 save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain values
 
@@ -74,7 +81,8 @@ def load_checkpoint(path: str, map_location: str = "cpu") -> dict:
         raise CheckpointError(f"cannot read checkpoint {path}: {what}") from e
 
 
-def check_checkpoint(ckpt: dict, path: str, env_name: str, obs_shape, action_space) -> None:
+def check_checkpoint(ckpt: dict, path: str, env_name: str, obs_shape: Sequence[int],
+                     action_space: gym.Space) -> None:
     """Raise ``CheckpointError`` unless ``ckpt`` was saved for this env and these spaces."""
     expected = {"env_name": env_name, "obs_shape": list(obs_shape),
                 "action_space": str(action_space)}
@@ -84,8 +92,9 @@ def check_checkpoint(ckpt: dict, path: str, env_name: str, obs_shape, action_spa
             raise CheckpointError(f"checkpoint {path} is for {key} {got!r}, expected {want!r}")
 
 
-def checkpoint_state(args, actor_critic, agent, envs, env_steps: int, obs_rms: Optional[dict],
-                     discr=None) -> dict:
+def checkpoint_state(args: argparse.Namespace, actor_critic: Policy, agent: Agent,
+                     envs: Collector | TorchVecEnv, env_steps: int, obs_rms: Optional[dict],
+                     discr: Optional[Discriminator] = None) -> dict:
     """Everything needed to rebuild and resume the run, as tensors and plain values."""
     return {
         "actor_critic": actor_critic.state_dict(),
@@ -97,15 +106,15 @@ def checkpoint_state(args, actor_critic, agent, envs, env_steps: int, obs_rms: O
         "env_kwargs": args.env_kwargs,
         "algo": args.algo,
         "seed": args.seed,
-        "obs_shape": list(envs.observation_space.shape),
+        "obs_shape": list(space_shape(envs.observation_space)),
         "action_space": str(envs.action_space),
         "recurrent_policy": args.recurrent_policy,
         "policy_kwargs": policy_kwargs(args),  # the network's shape, for enjoy.py
         "gail": discr.full_state_dict() if discr is not None else None,
         "saved_at": time.time(),  # wall clock: --resume drops the log rows written after it
         "config": args.config,  # the run's flags, versions, commit (run/config.py): --resume
-        # The envs' and RNGs' states, for an exact resume (run/resume.py); envs is a Collector
-        "exact": exact_state(envs) if hasattr(envs, "resume_state") else None,
+        # The envs' and RNGs' states, for an exact resume (run/resume.py), if envs is a Collector
+        "exact": exact_state(envs) if isinstance(envs, Collector) else None,
     }
 
 
@@ -149,10 +158,10 @@ def load_policy_checkpoint(path: str, env_name: Optional[str] = None) -> dict:
     return ckpt
 
 
-def build_policy(ckpt: dict, path: str, envs) -> Policy:
+def build_policy(ckpt: dict, path: str, envs: TorchVecEnv) -> Policy:
     """The checkpoint's policy for ``envs`` (built for its env), in eval mode, with ``envs``'
     normalizer frozen at the training run's statistics."""
-    obs_shape, action_space = tuple(envs.observation_space.shape), envs.action_space
+    obs_shape, action_space = space_shape(envs.observation_space), envs.action_space
     check_checkpoint(ckpt, path, ckpt["env_name"], obs_shape, action_space)
     # Checkpoints from before --hidden-size etc. have no "policy_kwargs": the original's network.
     kwargs = ckpt.get("policy_kwargs", {"base_kwargs": {"recurrent": ckpt["recurrent_policy"]}})

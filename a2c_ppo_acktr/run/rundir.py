@@ -1,5 +1,6 @@
 """A run's directories (``checkpoint.run_paths``): checked before anything is created, created
 once the inputs are valid, and removed again when the run fails to start."""
+import argparse
 import csv
 import glob
 import os
@@ -41,7 +42,7 @@ def _history_files(paths: RunPaths) -> list:
     return [path for _, path in history(directory)] if os.path.isdir(directory) else []
 
 
-def check_run(args, paths: RunPaths) -> None:
+def check_run(args: argparse.Namespace, paths: RunPaths) -> None:
     """``ConfigError`` unless the run can start: its directories writable, a checkpoint for --resume, and
     no other run of the same algo, env and seed replaced without --overwrite."""
     _check_dir(paths.log_dir, "--log-dir")
@@ -110,7 +111,7 @@ def drop_rows_after(log_dir: str, checkpoint: dict) -> int:
     return dropped
 
 
-def make_run_dirs(args, paths: RunPaths, resumed: dict | None) -> list:
+def make_run_dirs(args: argparse.Namespace, paths: RunPaths, resumed: dict | None) -> list:
     """Create the run's directories (eval/ only for --eval-interval); a new run starts from no
     files of an earlier one, a resumed run from its logs as they were at its checkpoint, and no
     temporaries of a killed save are kept. -> the directories created here, outermost first, for
