@@ -90,7 +90,8 @@ class DeployedPolicy(nn.Module):
         self.register_buffer("no_state", torch.zeros(0))  # a feed-forward base ignores its state
 
     def forward(self, obs: torch.Tensor, hidden: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None):
+                mask: torch.Tensor | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         x = obs
         if self.normalize:
             x = ((obs.double() - self.obs_mean) / self.obs_std).clamp(-self.clip_obs, self.clip_obs)

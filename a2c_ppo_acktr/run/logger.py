@@ -4,8 +4,13 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, Optional, TextIO
 
 import numpy as np
+
+if TYPE_CHECKING:  # tensorboard is optional: imported where a logger is made
+    from torch.utils.tensorboard import SummaryWriter
 
 
 class ScalarLogger:
@@ -17,13 +22,13 @@ class ScalarLogger:
     (run/config.py), shown in TensorBoard's HPARAMS tab.
     """
 
-    def __init__(self, log_dir, filename="progress.csv", tensorboard=True, append=False,
-                 hparams=None):
+    def __init__(self, log_dir: str, filename: str = "progress.csv", tensorboard: bool = True,
+                 append: bool = False, hparams: Optional[dict] = None) -> None:
         os.makedirs(log_dir, exist_ok=True)
         self.path = os.path.join(log_dir, filename)
-        self._file = None
-        self._writer = None
-        self._fields = None
+        self._file: Optional[IO[str]] = None
+        self._writer: Optional[csv.DictWriter[str]] = None
+        self._fields: Optional[list[str]] = None
         if append and os.path.exists(self.path):
             with open(self.path, newline="") as f:
                 header = next(csv.reader(f), None)
@@ -31,24 +36,25 @@ class ScalarLogger:
                 self._fields = header
                 self._file = open(self.path, "a", newline="")
                 self._writer = csv.DictWriter(self._file, fieldnames=self._fields)
-        self._tb = None
+        self._tb: Optional[SummaryWriter] = None
         if tensorboard:
             try:
-                from torch.utils.tensorboard import SummaryWriter
+                from torch.utils import tensorboard as tb
             except ImportError:  # tensorboard is optional
-                SummaryWriter = None
-            if SummaryWriter is not None:
-                self._tb = SummaryWriter(os.path.join(log_dir, "tb"))
+                pass
+            else:
+                self._tb = tb.SummaryWriter(os.path.join(log_dir, "tb"))
                 if hparams is not None:
                     # run_name ".": into tb/ itself, beside the scalars, not a subdirectory
                     self._tb.add_hparams(tensorboard_hparams(hparams), {}, run_name=".")
 
-    def log(self, row, step):
+    def log(self, row: Mapping[str, float | str], step: int) -> None:
         if self._writer is None:
             self._fields = list(row)
             self._file = open(self.path, "w", newline="")
             self._writer = csv.DictWriter(self._file, fieldnames=self._fields)
             self._writer.writeheader()
+        assert self._fields is not None and self._file is not None  # set with the writer
         unknown = set(row) - set(self._fields)
         if unknown:
             raise KeyError(f"columns {sorted(unknown)} are not in {self.path}'s header")
@@ -59,7 +65,7 @@ class ScalarLogger:
                 if isinstance(value, (int, float)) and not math.isnan(value):
                     self._tb.add_scalar(key, value, step)
 
-    def close(self):
+    def close(self) -> None:
         if self._file is not None:
             self._file.close()
         if self._tb is not None:
@@ -80,26 +86,27 @@ class ProgressLine:
     Does nothing when the stream is not a TTY: log files get only the periodic log blocks.
     """
 
-    def __init__(self, total_steps: int, stream=None, enabled: bool = True):
+    def __init__(self, total_steps: int, stream: Optional[TextIO] = None,
+                 enabled: bool = True) -> None:
         self.total = total_steps
         self.stream = stream or sys.stdout
         self.enabled = enabled and self.stream.isatty()
         self._shown = False
 
-    def update(self, steps, fps, mean_return):
+    def update(self, steps: int, fps: float, mean_return: float) -> None:
         if not self.enabled:
             return
         frac = min(steps / self.total, 1.0)
         bar = "#" * int(20 * frac) + "-" * (20 - int(20 * frac))
-        eta = (self.total - steps) / fps if fps > 0 else float("nan")
-        eta = time.strftime("%H:%M:%S", time.gmtime(eta)) if math.isfinite(eta) else "?"
+        seconds = (self.total - steps) / fps if fps > 0 else float("nan")
+        eta = time.strftime("%H:%M:%S", time.gmtime(seconds)) if math.isfinite(seconds) else "?"
         ret = f"{mean_return:.1f}" if math.isfinite(mean_return) else "-"
         self.stream.write(f"\r[{bar}] {steps:,}/{self.total:,} steps  {fps:,.0f} fps  "
                           f"return {ret}  ETA {eta} ")
         self.stream.flush()
         self._shown = True
 
-    def clear(self):
+    def clear(self) -> None:
         """Erase the line before other output is printed."""
         if self._shown:
             self.stream.write("\r\033[K")

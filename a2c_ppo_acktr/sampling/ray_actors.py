@@ -27,17 +27,23 @@ Decisions (README "Scale-out" has the user's view):
   newest weights the learner has, so it samples while the learner updates; the rollout used in
   update j was sampled with the weights of update j - 1 (lag 1; the first: 0), logged.
 """
+import argparse
 import os
 import time
+import types
 import zlib
+from collections.abc import Mapping
+from typing import Any, NoReturn, Optional
 
+import gymnasium as gym
 import torch
 
-from a2c_ppo_acktr.envs import frame_channels, get_vec_normalize, make_vec_envs, normalizer_delta
+from a2c_ppo_acktr.envs import TorchVecEnv, frame_channels, get_vec_normalize, make_vec_envs, normalizer_delta
 from a2c_ppo_acktr.evaluation import evaluate, evaluation_row
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.storage import RolloutStorage
+from a2c_ppo_acktr.utils import space_shape
 
 MAX_FAILURES = 3
 START_TIMEOUT = 300  # s for a worker to build its envs (or for the cluster to find it a CPU)
@@ -46,7 +52,7 @@ FIELDS = ("obs", "recurrent_hidden_states", "actions", "action_log_probs", "valu
           "rewards", "masks", "bad_masks", "bootstrap_values")
 
 
-def import_ray(local):
+def import_ray(local: bool) -> types.ModuleType:
     """``import ray``; a local Ray then advertises and binds only 127.0.0.1 (see README)."""
     if local:
         # Read by Ray when it is imported: node address = loopback instead of the address of the
@@ -63,19 +69,20 @@ def import_ray(local):
 class RolloutWorker:
     """One Ray actor: ``num_processes`` envs and a CPU copy of the policy (``Policy``)."""
 
-    def __init__(self, index, args):
+    def __init__(self, index: int, args: argparse.Namespace) -> None:
         self.index, self.args = index, args
-        self.envs = None
+        self.envs: Optional[TorchVecEnv] = None
         torch.set_num_threads(1)
 
-    def pid(self):
+    def pid(self) -> int:
         return os.getpid()
 
-    def exit(self):
+    def exit(self) -> NoReturn:
         """End this process as a crash would: Ray restarts the actor (``max_restarts``)."""
         os._exit(1)
 
-    def start(self, seed, torch_seed, log_dir, monitor_append):
+    def start(self, seed: int, torch_seed: int, log_dir: Optional[str],
+              monitor_append: bool) -> dict[str, Any]:
         """Build fresh envs (ranks ``index * P ..``) and policy; -> first observations, spaces."""
         a = self.args
         if self.envs is not None:
@@ -83,38 +90,40 @@ class RolloutWorker:
         if log_dir is not None:
             os.makedirs(log_dir, exist_ok=True)  # on another node it may not exist yet
         torch.manual_seed(torch_seed)
-        self.envs = make_vec_envs(a.env_name, seed, a.num_processes, a.gamma, log_dir, "cpu", False,
-                                  vec_env=a.vec_env, monitor_append=monitor_append,
-                                  env_kwargs=a.env_kwargs, first_rank=self.index * a.num_processes)
-        space = self.envs.observation_space
-        self.policy = make_policy(space.shape, self.envs.action_space, policy_kwargs(a))
-        obs = self.envs.reset()
-        self.rollouts = RolloutStorage(a.num_steps, a.num_processes, space.shape,
-                                       self.envs.action_space,
+        self.envs = envs = make_vec_envs(a.env_name, seed, a.num_processes, a.gamma, log_dir, "cpu",
+                                         False, vec_env=a.vec_env, monitor_append=monitor_append,
+                                         env_kwargs=a.env_kwargs,
+                                         first_rank=self.index * a.num_processes)
+        space = envs.observation_space
+        self.policy = make_policy(space_shape(space), envs.action_space, policy_kwargs(a))
+        obs = envs.reset()
+        self.rollouts = RolloutStorage(a.num_steps, a.num_processes, space_shape(space),
+                                       envs.action_space,
                                        self.policy.recurrent_hidden_state_size, obs_dtype=obs.dtype)
         self.rollouts.obs[0].copy_(obs)
-        self.envs.pause()  # real-time envs hold still until the first snapshot arrives
-        self.timeouts = [None] * a.num_processes
-        vec_norm = get_vec_normalize(self.envs)
-        return {"obs": obs, "observation_space": space, "action_space": self.envs.action_space,
+        envs.pause()  # real-time envs hold still until the first snapshot arrives
+        self.timeouts: list[int | None] = [None] * a.num_processes
+        vec_norm = get_vec_normalize(envs)
+        return {"obs": obs, "observation_space": space, "action_space": envs.action_space,
                 "obs_rms": vec_norm.state_dict() if vec_norm is not None else None,
-                "benchmarks": self.envs.benchmarks()}
+                "benchmarks": envs.benchmarks()}
 
-    def sample(self, snapshot):
+    def sample(self, snapshot: dict[str, Any]) -> dict[str, Any]:
         """Load the learner's ``snapshot`` and collect one rollout -> dict of tensors and stats."""
+        assert self.envs is not None, "sample() before start()"
         t0 = time.perf_counter()
         self.policy.load_state_dict(snapshot["weights"])
         vec_norm = get_vec_normalize(self.envs)
         if vec_norm is not None:
             vec_norm.load_state_dict(snapshot["obs_rms"])
-        episode_rewards = []
+        episode_rewards: list[float] = []
         t1 = time.perf_counter()
         collect_rollout(self.envs, self.policy, self.rollouts, episode_rewards,
                         self.args.use_proper_time_limits, self.timeouts)
         t2 = time.perf_counter()
         if not self.args.async_rollouts:
             self.envs.pause()  # real-time envs hold still while the learner updates
-        out = {name: getattr(self.rollouts, name).clone() for name in FIELDS}
+        out: dict[str, Any] = {name: getattr(self.rollouts, name).clone() for name in FIELDS}
         if self.args.check_rollouts:
             out["checksums"] = checksums(out)
         pack_frames(out, frame_channels(self.envs))
@@ -128,7 +137,7 @@ class RolloutWorker:
         return out
 
 
-def pack_frames(rollout, channels):
+def pack_frames(rollout: dict[str, Any], channels: Optional[int]) -> None:
     """Frame stacks -> the first stack and each step's new frame only (in place; None: no stack).
 
     Step t + 1's stack is step t's shifted by one frame plus the new one, or zeros plus the new one
@@ -143,7 +152,7 @@ def pack_frames(rollout, channels):
     rollout["frames"] = obs[1:, :, -channels:].clone()    # (T, P, C, H, W)
 
 
-def unpack_frames(rollout):
+def unpack_frames(rollout: Mapping[str, Any]) -> torch.Tensor:
     """The full observations (T + 1, P, ...) of a rollout that ``pack_frames`` may have packed."""
     if "frames" not in rollout:
         return rollout["obs"]
@@ -158,7 +167,7 @@ def unpack_frames(rollout):
     return obs
 
 
-def checksums(rollout):
+def checksums(rollout: Mapping[str, Any]) -> dict[str, int]:
     """CRC32 of each rollout tensor's bytes (``--check-rollouts``: tmrl's "CRC debugging")."""
     return {name: zlib.crc32(rollout[name].contiguous().numpy().tobytes()) for name in FIELDS}
 
@@ -166,12 +175,13 @@ def checksums(rollout):
 class Evaluator:
     """A Ray actor running ``evaluation.evaluate`` on snapshots, off the learner's critical path."""
 
-    def __init__(self, args, observation_space, action_space, eval_log_dir):
+    def __init__(self, args: argparse.Namespace, observation_space: gym.Space,
+                 action_space: gym.Space, eval_log_dir: str) -> None:
         torch.set_num_threads(1)
         self.args, self.eval_log_dir = args, eval_log_dir
-        self.policy = make_policy(observation_space.shape, action_space, policy_kwargs(args))
+        self.policy = make_policy(space_shape(observation_space), action_space, policy_kwargs(args))
 
-    def evaluate(self, snapshot, update, env_steps):
+    def evaluate(self, snapshot: dict[str, Any], update: int, env_steps: int) -> dict:
         os.makedirs(self.eval_log_dir, exist_ok=True)
         self.policy.load_state_dict(snapshot["weights"])
         returns = evaluate(self.policy, snapshot["obs_rms"], self.args.env_name, self.args.seed,
