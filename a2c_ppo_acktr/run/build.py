@@ -100,8 +100,8 @@ def build_run(args: argparse.Namespace, paths: RunPaths, device: torch.device,
     try:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
         if args.num_workers:  # Ray actors sample; they look like one vector env of N * P envs
-            envs: RunEnvs = WorkerGroup(args, paths.log_dir, paths.eval_dir,
-                                                          env_steps, resumed=bool(resumed))
+            envs: RunEnvs = WorkerGroup(args, paths.log_dir, paths.eval_dir, env_steps,
+                                        resumed=bool(resumed))
         else:
             envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
                                  args.gamma, paths.log_dir, device, False, vec_env=args.vec_env,
