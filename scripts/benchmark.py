@@ -26,6 +26,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -147,7 +148,7 @@ def format_steps(steps: int | None) -> str:
     return "-" if steps is None else f"{steps:,}"
 
 
-def run_line(r: dict) -> str:
+def run_line(r: dict, thresholds: Sequence[float] = ()) -> str:
     if r["score"] is None:
         return (f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: FAILED (exit "
                 f"status {r['rc']}), see {os.path.join(r['dir'], 'stdout.log')}")
@@ -157,10 +158,10 @@ def run_line(r: dict) -> str:
             f"{LAST_EPISODES} episodes {r['score']:.1f}{final}, wall {r['wall'] / 60:.1f} min, "
             f"{r['fps']:.0f} fps"
             + "".join(f", {t:g} at {format_steps(steps_to(r['rows'], t))} steps"
-                      for t in r.get("thresholds", ())))
+                      for t in thresholds))
 
 
-def table(results: list[dict], thresholds: list[float] = ()) -> str:
+def table(results: list[dict], thresholds: Sequence[float] = ()) -> str:
     lines = [f"| env | recipe | steps | seeds | last-{LAST_EPISODES} return, mean ± std over seeds "
              f"| per seed | final policy, deterministic ({EVAL_EPISODES} episodes), per seed "
              "| wall time per run | fps |" + "".join(f" steps to {t:g}, per seed |"
@@ -219,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse)
                    for e, name, s in jobs]
         for f in futures:
-            results.append({**f.result(), "thresholds": args.thresholds})
-            print(run_line(results[-1]), flush=True)
+            results.append(f.result())
+            print(run_line(results[-1], args.thresholds), flush=True)
     text = table(results, args.thresholds)
     commands = sorted({shlex.join(recipes.command(r["env"], r["recipe"], steps, r["seed"])[:-2])
                        for r in results})

@@ -171,17 +171,23 @@ def refusal(out: subprocess.CompletedProcess) -> str | None:
     return None
 
 
-def measure(impl, case, seed, vec_env=None, total=None):
-    """One run in a fresh process -> its figures, or {"refused": main.py's one error line}."""
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", impl, case,
-                          "--seed", str(seed)] + (["--vec-env", vec_env] if vec_env else [])
-                         + (["--total", str(total)] if total else []),
-                         capture_output=True, text=True, cwd=ROOT)
+def run_measurement(script, args, what):
+    """``script --one args`` in a fresh process -> the figures it printed as its last line, or
+    {"refused": main.py's one error line}; ``what`` names the run if it fails."""
+    out = subprocess.run([sys.executable, script, "--one", *args], capture_output=True, text=True,
+                         cwd=ROOT)
     if refusal(out):
         return {"refused": refusal(out)}
     if out.returncode != 0:
-        raise RuntimeError(f"{impl} case {case} failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"{what} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(impl, case, seed, vec_env=None, total=None):
+    """One run in a fresh process -> its figures, or {"refused": main.py's one error line}."""
+    args = [impl, case, "--seed", str(seed)] + (["--vec-env", vec_env] if vec_env else []) + (
+        ["--total", str(total)] if total else [])
+    return run_measurement(os.path.abspath(__file__), args, f"{impl} case {case}")
 
 
 def main(argv=None):

@@ -28,7 +28,14 @@ import threading
 import time
 
 import torch
-from fps import ROOT, VARIANTS, last_returns, load_main, refusal, run_sb3, train_quietly
+from fps import (
+    VARIANTS,
+    last_returns,
+    load_main,
+    run_measurement,
+    run_sb3,
+    train_quietly,
+)
 
 from a2c_ppo_acktr.run.arguments import fail, get_args
 
@@ -113,14 +120,9 @@ def one_measurement(impl: str, envs: int, seed: int, total: int) -> None:
 
 def measure(impl: str, envs: int, seed: int, total: int) -> dict:
     """One run in a fresh process -> its figures, or {"refused": main.py's one error line}."""
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", impl, str(envs),
-                          "--seed", str(seed), "--total", str(total)],
-                         capture_output=True, text=True, cwd=ROOT)
-    if refusal(out):
-        return {"refused": refusal(out)}
-    if out.returncode != 0:
-        raise RuntimeError(f"{impl} with {envs} envs failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_measurement(os.path.abspath(__file__),
+                           [impl, str(envs), "--seed", str(seed), "--total", str(total)],
+                           f"{impl} with {envs} envs")
 
 
 def percent(share) -> str:
