@@ -43,7 +43,7 @@ from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, 
 from a2c_ppo_acktr.run.resume import resume_exactly
 from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
 from a2c_ppo_acktr.sampling.ddp import DDP
-from a2c_ppo_acktr.speed import compile_seconds
+from a2c_ppo_acktr.speed import compile_seconds, keep_freed_memory
 
 
 @dataclass
@@ -72,6 +72,7 @@ class Run:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = get_args(argv)
+    keep_freed_memory()  # each update would otherwise fault its tensors' pages in afresh
     with StopRequest() as stop:  # Ctrl-C / SIGTERM: finish the update, save, exit 130 / 143
         try:
             run = start(args, stop)

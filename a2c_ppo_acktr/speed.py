@@ -1,4 +1,5 @@
-"""How fast the learner runs, never what it computes: bf16 autocast and ``torch.compile``.
+"""How fast the learner runs, never what it computes: bf16 autocast, ``torch.compile`` and
+malloc's thresholds (``keep_freed_memory``).
 
 bf16 (``--precision bf16``) is ``Policy(precision="bf16")``: autocast around the base
 (``Policy.forward_base``). Training with it only pays on hardware that computes in bf16: CPUs with
@@ -23,6 +24,9 @@ trees): their random numbers come from the CUDA generator, which advances its of
 replay. A graph's outputs live in its memory pool until its next replay, so the act step hands
 out copies (a pipelined collector acts for one group of envs before storing the other's step).
 """
+import ctypes
+import ctypes.util
+import os
 from collections.abc import Callable
 
 import torch
@@ -102,3 +106,34 @@ def compile_seconds() -> float:
     from torch._dynamo.utils import calculate_time_spent
     return calculate_time_spent().get("total_wall_time", 0.0)
 
+
+
+# glibc's mallopt parameters (malloc.h) and the values set for them.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+TRIM_THRESHOLD = 256 << 20  # free memory kept at the heap's top before it goes back
+MMAP_THRESHOLD = 32 << 20  # glibc's own upper bound for its dynamic threshold
+MALLOC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to keep the memory an update frees for the next one; -> whether it was
+    set (False: not glibc, or the user set ``MALLOC_TRIM_THRESHOLD_`` / ``MALLOC_MMAP_THRESHOLD_``,
+    which win).
+
+    Each update allocates and frees tensors of megabytes (a minibatch's activations and their
+    gradients). By default glibc hands the heap's free top back to the kernel above a threshold
+    that moves with the sizes it has seen, so the next update faults the same pages in again, zeroed:
+    on Pong most of the process's system time (docs/benchmarks.md). Fixed thresholds end that;
+    the cost is up to ``TRIM_THRESHOLD`` of freed memory kept by the process.
+    """
+    if any(name in os.environ for name in MALLOC_ENV):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    except OSError:
+        return False
+    if not hasattr(libc, "gnu_get_libc_version"):  # not glibc: its thresholds do not apply
+        return False
+    libc.mallopt.argtypes, libc.mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return all(libc.mallopt(param, value) == 1 for param, value in
+               ((M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_MMAP_THRESHOLD, MMAP_THRESHOLD)))

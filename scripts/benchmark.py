@@ -12,6 +12,8 @@ whose checkpoint already holds the whole budget is read, not trained again: a su
 continues, and seeds run apart (other ``--out`` dirs, linked in) make one table.
 ``--thresholds 18 20`` adds, per run, the env steps at which the log's mean of the last 10
 training episodes first reached each return (its ``progress.csv``; "-": not within the budget).
+``--vec-env ale shmem`` runs each recipe on each of those backends (a row per backend): the
+backends' learning side by side.
 
     python scripts/benchmark.py --suite mujoco --env HalfCheetah-v5 --recipe tuned --seeds 1 \\
         --num-env-steps 300000
@@ -31,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.envs.episodes import load_run
 from a2c_ppo_acktr.errors import LogError
 from a2c_ppo_acktr.run import recipes
@@ -63,10 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="benchmark", help="output directory (default: benchmark)")
     p.add_argument("--thresholds", nargs="+", type=float, default=[], metavar="RETURN",
                    help="report the steps at which each run's last-10 mean first reached these")
+    p.add_argument("--vec-env", nargs="+", default=[None], choices=VEC_ENV_KINDS, metavar="KIND",
+                   help="run each recipe with each of these --vec-env kinds, a row each "
+                   "(default: the recipe's, main.py's auto)")
     p.add_argument("--reuse", action="store_true",
                    help="read the runs already finished under --out instead of training them "
                    "again (default: every run trains, replacing its old files)")
     return p
+
+
+def label(name: str, vec_env: str | None) -> str:
+    """A table row's recipe: the recipe's name, and the backend when chosen."""
+    return name if vec_env is None else f"{name}, --vec-env {vec_env}"
+
+
+def overrides(vec_env: str | None) -> dict:
+    return {} if vec_env is None else {"vec_env": vec_env}
 
 
 def finished(env: str, name: str, steps: int, run_dir: str) -> bool:
@@ -82,14 +97,16 @@ def finished(env: str, name: str, steps: int, run_dir: str) -> bool:
         return False
 
 
-def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = False) -> dict:
+def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = False,
+            vec_env: str | None = None) -> dict:
     """Train one run to completion (``reuse``: unless it is finished); returns its result
     (``score`` None if it failed)."""
-    run_dir = os.path.join(out, "runs", env.replace("/", "_"), name, f"seed{seed}")
+    variant = name if vec_env is None else f"{name}-{vec_env}"
+    run_dir = os.path.join(out, "runs", env.replace("/", "_"), variant, f"seed{seed}")
     os.makedirs(run_dir, exist_ok=True)
     if reuse and finished(env, name, steps, run_dir):
-        return read_result(env, name, seed, steps, run_dir, 0, None)
-    argv = recipes.command(env, name, steps, seed)
+        return read_result(env, label(name, vec_env), seed, steps, run_dir, 0, None)
+    argv = recipes.command(env, name, steps, seed, **overrides(vec_env))
     argv = [sys.executable, os.path.join(ROOT, "main.py")] + argv[2:] + [
         "--log-dir", os.path.join(run_dir, "logs"), "--save-dir", os.path.join(run_dir, "models"),
         "--overwrite"]
@@ -98,7 +115,7 @@ def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = 
     start = time.time()
     with open(os.path.join(run_dir, "stdout.log"), "w") as log:
         rc = subprocess.call(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env_vars)
-    return read_result(env, name, seed, steps, run_dir, rc, time.time() - start)
+    return read_result(env, label(name, vec_env), seed, steps, run_dir, rc, time.time() - start)
 
 
 def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: int,
@@ -214,17 +231,18 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--jobs must be at least 1")
     steps = args.num_env_steps or recipes.BUDGETS[args.suite]
     out = os.path.abspath(args.out)
-    jobs = [(e, name, s) for e in envs for name in args.recipe for s in args.seeds]
+    jobs = [(e, name, v, s) for e in envs for name in args.recipe for v in args.vec_env
+            for s in args.seeds]
     results = []
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse)
-                   for e, name, s in jobs]
+        futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse, v)
+                   for e, name, v, s in jobs]
         for f in futures:
             results.append(f.result())
             print(run_line(results[-1], args.thresholds), flush=True)
     text = table(results, args.thresholds)
-    commands = sorted({shlex.join(recipes.command(r["env"], r["recipe"], steps, r["seed"])[:-2])
-                       for r in results})
+    commands = sorted({shlex.join(recipes.command(e, name, steps, **overrides(v))[:-2])
+                       for e, name, v, _ in jobs})
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(text + "\n\nCommands (plus `--seed <k>`):\n\n```bash\n"
                 + "\n".join(commands) + "\n```\n")

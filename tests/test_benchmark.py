@@ -1,4 +1,5 @@
 """scripts/benchmark.py end to end on a tiny budget (the recipes: test_recipes.py)."""
+import json
 import os
 import re
 import subprocess
@@ -65,3 +66,32 @@ def test_benchmark_refuses_env_outside_suite(tmp_path):
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "mujoco",
          "--env", "CartPole-v1", "--out", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2 and "not in the mujoco suite" in proc.stderr
+
+
+def test_benchmark_runs_each_backend_as_a_row(tmp_path):
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
+         "--env", "CartPole-v1", "--seeds", "1", "--num-env-steps", "1024", "--jobs", "2",
+         "--vec-env", "dummy", "shmem", "--out", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    rows = {kind: re.search(rf"\| CartPole-v1 \| tuned, --vec-env {kind} \| 1,024 \| 1 \| "
+                            r"(\d+) \| \d+ \| (\d+) \|", proc.stdout) for kind in ("dummy", "shmem")}
+    assert all(rows.values()), proc.stdout
+    # CartPole steps alike in this process and in worker processes: the same run, seed for seed
+    assert rows["dummy"].groups() == rows["shmem"].groups()
+    for kind in ("dummy", "shmem"):
+        run = out / "runs" / "CartPole-v1" / f"tuned-{kind}" / "seed1"
+        config = json.loads((run / "logs" / "ppo" / "CartPole-v1_seed1" / "config.json").read_text())
+        assert config["flags"]["vec_env"] == kind
+    assert "--vec-env shmem" in (out / "results.md").read_text()
+
+
+def test_benchmark_refuses_unknown_backend(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
+         "--vec-env", "gpu", "--out", str(tmp_path / "b")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--vec-env" in proc.stderr and "shmem" in proc.stderr
+    assert not (tmp_path / "b").exists()

@@ -364,7 +364,7 @@ def test_bad_env_kwargs_exit_2_naming_the_key(tmp_path, capsys):
 
 
 def test_env_kwargs_values_are_parsed():
-    from a2c_ppo_acktr.run.arguments import parse_env_kwargs
+    from a2c_ppo_acktr.run.checks import parse_env_kwargs
 
     assert parse_env_kwargs(["a=0.02", "b=200", "c=true", "d=False", "e=None", "f=text",
                              "g=1e-3", "h=[1, 2]"]) == {

@@ -2,11 +2,9 @@
 (``python main.py --help`` lists them all; docs/details.md says which are new and where each is
 explained)."""
 import argparse
-import ast
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn, Optional
+from typing import NoReturn, Optional
 
 import torch
 
@@ -17,6 +15,7 @@ from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.errors import Error, program
 from a2c_ppo_acktr.model import ACTIVATIONS, INITS, PRECISIONS
 from a2c_ppo_acktr.run import recipes
+from a2c_ppo_acktr.run.checks import check_args, parse_env_kwargs
 from a2c_ppo_acktr.run.config import resolve
 from a2c_ppo_acktr.speed import bf16_missing
 
@@ -189,34 +188,6 @@ def build_parser() -> Parser:
     return p
 
 
-def _literal(text):
-    """'0.02' -> 0.02, '200' -> 200, 'true'/'True' -> True, 'none' -> None, other text stays text."""
-    lowered = {"true": True, "false": False, "none": None, "null": None}
-    if text.lower() in lowered:
-        return lowered[text.lower()]
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        pass
-    try:
-        return float(text)  # inf, nan
-    except ValueError:
-        return text
-
-
-def parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["key=value", ...]`` -> dict with values parsed by ``_literal``; bad input -> ``fail``."""
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            fail(f"--env-kwargs expects KEY=VALUE pairs like ep_max_length=200, got {pair!r}")
-        if key in kwargs:
-            fail(f"--env-kwargs gives {key!r} twice")
-        kwargs[key] = _literal(value)
-    return kwargs
-
-
 def fail(message: str, prog: Optional[str] = None) -> NoReturn:
     """One line on stderr and exit status 2: bad input is explained, never a traceback."""
     print(f"{prog or program()}: error: {message}", file=sys.stderr)
@@ -228,110 +199,15 @@ def warn(message: str) -> None:
     print(f"{program()}: warning: {message}", file=sys.stderr)
 
 
-def check_minibatches(args: argparse.Namespace) -> Optional[str]:
-    """PPO cuts each rollout into minibatches of ``units // num_mini_batch`` samples (whole envs
-    when recurrent), as many as fit, the rest left out: the original's ``BatchSampler(...,
-    drop_last=True)``. Refuse what gives empty minibatches; -> a warning when the cut is uneven."""
-    envs = args.num_processes * max(1, args.num_workers)  # Ray workers fill one storage
-    if args.recurrent_policy:
-        units, what, unit = envs, f"the number of envs ({envs})", "envs"
-    else:
-        units, unit = envs * args.num_steps, "samples"
-        what = f"--num-processes * --num-steps ({envs} * {args.num_steps} = {units})"
-    if units < args.num_mini_batch:
-        fail(f"{what} must be at least --num-mini-batch ({args.num_mini_batch})"
-             + (" for recurrent PPO" if args.recurrent_policy else ""))
-    if units % args.num_mini_batch:
-        size = units // args.num_mini_batch
-        count, dropped = units // size, units % size
-        return (f"{what} is not a multiple of --num-mini-batch ({args.num_mini_batch}): each PPO "
-                f"epoch takes {count} minibatches of {size} {unit}, as the original did"
-                + (f", leaving {dropped} out" if dropped else ""))
-    return None
-
-
-def check_args(args: argparse.Namespace) -> None:
-    """Reject values that would otherwise fail deep inside torch or silently misbehave."""
-    if args.algo not in ALGOS:
-        fail(f"unknown --algo {args.algo!r}; choose one of: {', '.join(ALGOS)}")
-    if args.vec_env not in VEC_ENV_KINDS:
-        fail(f"unknown --vec-env {args.vec_env!r}; choose one of: {', '.join(VEC_ENV_KINDS)}")
-    for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
-                 "save_interval", "save_history", "num_env_steps", "eval_interval",
-                 "hidden_size", "lr_decay_horizon"):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            fail(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
-    for name in ("lr", "eps", "max_grad_norm", "clip_param"):
-        value = getattr(args, name)
-        if not value > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {value}")
-    for name in ("gamma", "gae_lambda", "alpha"):
-        value = getattr(args, name)
-        if not 0 <= value <= 1:
-            fail(f"--{name.replace('_', '-')} must be in [0, 1], got {value}")
-    if args.algo == "acktr" and args.recurrent_policy:
-        fail("--algo acktr does not support --recurrent-policy: K-FAC here covers Linear and "
-             "Conv2d layers only, not the GRU")
-    if args.num_workers < 0:
-        fail(f"--num-workers must be 0 or a positive integer, got {args.num_workers}")
-    if args.desired_kl is not None:
-        if not args.desired_kl > 0:
-            fail(f"--desired-kl must be positive, got {args.desired_kl}")
-        if args.algo != "ppo":
-            fail(f"--desired-kl adapts PPO's learning rate; --algo {args.algo} does not use it")
-        if args.use_linear_lr_decay:
-            fail("--desired-kl and --use-linear-lr-decay both set the learning rate: drop one")
-    if args.lr_decay_horizon is not None and not args.use_linear_lr_decay:
-        fail("--lr-decay-horizon is the horizon of --use-linear-lr-decay, which is off")
-    if not args.action_mean_gain > 0:
-        fail(f"--action-mean-gain must be positive, got {args.action_mean_gain}")
-    if args.action_mean_gain != 1.0 and args.init == "default":
-        fail(f"--action-mean-gain {args.action_mean_gain:g} sets a gain of the orthogonal init; "
-             "it does nothing with --init default")
-    # Warnings wait until all input is checked: bad input gets its one error line only.
-    args.warnings = [w for w in [check_minibatches(args) if args.algo == "ppo" else None] if w]
-    for name in ("ray_address", "check_rollouts"):
-        if getattr(args, name) and not args.num_workers:
-            fail(f"--{name.replace('_', '-')} needs --num-workers N (Ray rollout workers)")
-    if args.save_history is not None and args.save_dir == "":
-        fail("--save-history needs a --save-dir to keep the copies in (it is empty)")
-    if args.resume and args.overwrite:
-        fail("--resume and --overwrite exclude each other: continue the run or replace it")
-    if args.num_env_steps < args.num_processes * args.num_steps:
-        fail(f"--num-env-steps ({args.num_env_steps}) is less than one rollout "
-              f"(--num-processes * --num-steps = {args.num_processes * args.num_steps})")
-    if args.gail_reward not in GAIL_REWARDS:
-        fail(f"unknown --gail-reward {args.gail_reward!r}; choose one of: {', '.join(GAIL_REWARDS)}")
-    for name in ("gail_batch_size", "gail_epoch", "gail_warmup_epoch"):
-        if getattr(args, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
-    if args.gail_warmup_updates < 0:
-        fail(f"--gail-warmup-updates must be >= 0, got {args.gail_warmup_updates}")
-    if args.gail and args.async_rollouts:
-        # The discriminator would train on the sampler's normalizer while that thread updates it.
-        fail("--gail does not support --async-rollouts: drop one of them")
-    if args.compile and args.algo == "acktr":
-        fail("--compile does not support --algo acktr: K-FAC records each layer's inputs and "
-             "output gradients with Python hooks, which torch.compile cannot trace")
-    for flag in ("async_rollouts", "num_workers"):
-        if args.compile and getattr(args, flag):
-            fail(f"--compile compiles this process's act step; with --{flag.replace('_', '-')} "
-                 "another thread or process acts: drop one of them")
-    if args.precision == "bf16" and args.num_workers:
-        fail("--precision bf16 and --num-workers: the Ray workers would act in fp32 while the "
-             "learner updates in bf16; drop one of them")
-
-
 def get_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     """main.py's arguments: defaults, --recipe, the saved flags on --resume, the command line
     (run/config.py); checked, with ``notes`` and ``config`` for the run's log and files."""
     try:
         args = resolve(build_parser(), argv)
+        args.warnings = check_args(args)
+        args.env_kwargs = parse_env_kwargs(args.env_kwargs)
     except Error as e:
         fail(str(e))
-    check_args(args)
-    args.env_kwargs = parse_env_kwargs(args.env_kwargs)
     if args.no_cuda:
         # CPU only, in this process and its env / Ray workers. torch itself asks for CUDA on
         # every optimizer step (is a CUDA graph being captured?): with a GPU visible that

@@ -147,9 +147,11 @@ def recipe(env: str, name: str) -> list[str]:
     return flags(settings(env, name))
 
 
-def command(env: str, name: str, num_env_steps: int | None = None, seed: int = 1) -> list[str]:
-    """The full ``python main.py ...`` argv of one run (without output directories)."""
-    values = settings(env, name)
+def command(env: str, name: str, num_env_steps: int | None = None, seed: int = 1,
+            **overrides: Any) -> list[str]:
+    """The full ``python main.py ...`` argv of one run (without output directories);
+    ``overrides`` (argparse destinations, like ``vec_env="shmem"``) replace the recipe's."""
+    values = settings(env, name) | overrides
     if num_env_steps is not None:
         values["num_env_steps"] = num_env_steps
     return ["python", "main.py", "--env-name", env] + flags({**values, "seed": seed})

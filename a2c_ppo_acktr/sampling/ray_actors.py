@@ -43,8 +43,12 @@ from a2c_ppo_acktr.evaluation import evaluate, evaluation_row
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.utils import space_shape
+from a2c_ppo_acktr.utils import signals_stay_here, space_shape
 
+# The repository (a2c_ppo_acktr/sampling/ -> ..): uploaded to a Ray cluster, the workers' path
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+UPLOAD_EXCLUDES = [".git", ".venv", ".ci-venv", "logs", "trained_models", "runs", "tmp", "*.pt",
+                   "__pycache__"]
 MAX_FAILURES = 3
 START_TIMEOUT = 300  # s for a worker to build its envs (or for the cluster to find it a CPU)
 # What a worker sends back: every storage tensor but the returns, which the learner computes.
@@ -64,6 +68,28 @@ def import_ray(local: bool) -> types.ModuleType:
         raise ImportError("--num-workers needs Ray, which is not installed here: "
                           "pip install -r requirements-ray.txt") from None
     return ray
+
+
+def start_ray(num_workers: int, address: Optional[str]) -> tuple[types.ModuleType, bool]:
+    """Ray for ``num_workers`` actors: a local one started here (``address`` None) or the
+    cluster at ``address``, joined; -> (ray, whether this process started it and shuts it down).
+    """
+    ray = import_ray(local=address is None)
+    if ray.is_initialized():
+        return ray, False
+    if address is None:
+        with signals_stay_here():  # Ray's head processes are in our process group
+            ray.init(num_cpus=max(os.cpu_count() or 1, num_workers), include_dashboard=False,
+                     log_to_driver=False)
+        return ray, True
+    try:  # the cluster's nodes import this repository from the copy Ray uploads
+        ray.init(address=address, log_to_driver=False,
+                 runtime_env={"working_dir": ROOT, "excludes": UPLOAD_EXCLUDES})
+    except (ConnectionError, RuntimeError) as e:
+        cause = str(e.__cause__ or e).strip().splitlines()[0]
+        raise ValueError(f"--ray-address {address}: cannot join the Ray cluster "
+                         f"({cause[:200]})") from None
+    return ray, True
 
 
 class RolloutWorker:

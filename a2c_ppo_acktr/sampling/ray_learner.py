@@ -28,14 +28,10 @@ from a2c_ppo_acktr.sampling.ray_actors import (
     Evaluator,
     RolloutWorker,
     checksums,
-    import_ray,
+    start_ray,
     unpack_frames,
 )
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.utils import signals_stay_here
-
-# The repository (a2c_ppo_acktr/sampling/ -> ..): uploaded to a Ray cluster, the workers' path
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class WorkerGroup:
@@ -54,21 +50,8 @@ class WorkerGroup:
         make_env(args.env_name, 0, 0, None, False)
         if args.env_kwargs:
             check_env_kwargs(args.env_name, args.env_kwargs)
-        ray = self.ray = import_ray(local=args.ray_address is None)
-        self.own_ray = not ray.is_initialized()
-        if self.own_ray:
-            if args.ray_address is None:
-                with signals_stay_here():  # Ray's head processes are in our process group
-                    ray.init(num_cpus=max(os.cpu_count() or 1, args.num_workers),
-                             include_dashboard=False, log_to_driver=False)
-            else:
-                try:  # the cluster's nodes import this repository from the copy Ray uploads
-                    ray.init(address=args.ray_address, log_to_driver=False,
-                             runtime_env={"working_dir": ROOT, "excludes": _UPLOAD_EXCLUDES})
-                except (ConnectionError, RuntimeError) as e:
-                    cause = str(e.__cause__ or e).strip().splitlines()[0]
-                    raise ValueError(f"--ray-address {args.ray_address}: cannot join the Ray "
-                                     f"cluster ({cause[:200]})") from None
+        ray, self.own_ray = start_ray(args.num_workers, args.ray_address)
+        self.ray = ray
         # Absolute: workers on other nodes run in the directory Ray unpacked the repository to.
         self.args, self.log_dir, self.eval_dir = args, os.path.abspath(log_dir), os.path.abspath(eval_dir)
         self.num_workers, self.P = args.num_workers, args.num_processes
@@ -301,7 +284,3 @@ class RayCollector(Collector):
                     wait: bool = False) -> list[dict]:
         """In the group's Evaluator actor, off the learner's path; rows come back when done."""
         return self.envs.evaluations(actor_critic, update, env_steps, wait)
-
-
-_UPLOAD_EXCLUDES = [".git", ".venv", ".ci-venv", "logs", "trained_models", "runs", "tmp", "*.pt",
-                    "__pycache__"]
