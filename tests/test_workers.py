@@ -76,7 +76,7 @@ def ray_session():
     # The workers (other processes) register the test envs too.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"worker_process_setup_hook": "tests.test_workers.register_test_envs",
-                          "env_vars": {"PYTHONPATH": worker_group.ROOT, "CRASH_MARKER": CRASH_MARKER}})
+                          "env_vars": {"PYTHONPATH": workers.ROOT, "CRASH_MARKER": CRASH_MARKER}})
     yield
     ray.shutdown()
 
@@ -330,7 +330,7 @@ def test_command_line_run_starts_a_loopback_ray(tmp_path):
     argv = TINY + ["--algo", "a2c", "--num-env-steps", "32", "--num-workers", "1",
                    "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    subprocess.run([sys.executable, "main.py"] + argv, cwd=worker_group.ROOT, env=env, check=True,
+    subprocess.run([sys.executable, "main.py"] + argv, cwd=workers.ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
     assert "this node's Ray address 127.0.0.1" in (files(argv)[0] / "workers.log").read_text()
 
