@@ -107,7 +107,6 @@ def compile_seconds() -> float:
     return calculate_time_spent().get("total_wall_time", 0.0)
 
 
-
 # glibc's mallopt parameters (malloc.h) and the values set for them.
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 TRIM_THRESHOLD = 256 << 20  # free memory kept at the heap's top before it goes back

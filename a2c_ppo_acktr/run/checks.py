@@ -10,6 +10,7 @@ from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.run.recipes import option
 
 
 def _literal(text):
@@ -41,10 +42,6 @@ def parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     return kwargs
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def check_minibatches(args: argparse.Namespace) -> Optional[str]:
     """PPO cuts each rollout into minibatches of ``units // num_mini_batch`` samples (whole envs
     when recurrent), as many as fit, the rest left out: the original's ``BatchSampler(...,
@@ -71,7 +68,7 @@ def _check_ranges(args: argparse.Namespace) -> None:
     for name, known in (("algo", ALGOS), ("vec_env", VEC_ENV_KINDS),
                         ("gail_reward", GAIL_REWARDS)):
         if getattr(args, name) not in known:
-            raise ConfigError(f"unknown {_flag(name)} {getattr(args, name)!r}; choose one of: "
+            raise ConfigError(f"unknown {option(name)} {getattr(args, name)!r}; choose one of: "
                               + ", ".join(known))
     for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
                  "save_interval", "save_history", "num_env_steps", "eval_interval",
@@ -79,19 +76,19 @@ def _check_ranges(args: argparse.Namespace) -> None:
                  "gail_warmup_epoch"):
         value = getattr(args, name)
         if value is not None and value <= 0:
-            raise ConfigError(f"{_flag(name)} must be a positive integer, got {value}")
+            raise ConfigError(f"{option(name)} must be a positive integer, got {value}")
     for name in ("num_workers", "gail_warmup_updates"):
         if getattr(args, name) < 0:
-            raise ConfigError(f"{_flag(name)} must be 0 or a positive integer, "
+            raise ConfigError(f"{option(name)} must be 0 or a positive integer, "
                               f"got {getattr(args, name)}")
     for name in ("lr", "eps", "max_grad_norm", "clip_param", "action_mean_gain", "desired_kl"):
         value = getattr(args, name)
         if value is not None and not value > 0:
-            raise ConfigError(f"{_flag(name)} must be positive, got {value}")
+            raise ConfigError(f"{option(name)} must be positive, got {value}")
     for name in ("gamma", "gae_lambda", "alpha"):
         value = getattr(args, name)
         if not 0 <= value <= 1:
-            raise ConfigError(f"{_flag(name)} must be in [0, 1], got {value}")
+            raise ConfigError(f"{option(name)} must be in [0, 1], got {value}")
     if args.num_env_steps < args.num_processes * args.num_steps:
         raise ConfigError(f"--num-env-steps ({args.num_env_steps}) is less than one rollout "
                           "(--num-processes * --num-steps = "
@@ -117,7 +114,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
                           "orthogonal init; it does nothing with --init default")
     for name in ("ray_address", "check_rollouts"):
         if getattr(args, name) and not args.num_workers:
-            raise ConfigError(f"{_flag(name)} needs --num-workers N (Ray rollout workers)")
+            raise ConfigError(f"{option(name)} needs --num-workers N (Ray rollout workers)")
     if args.save_history is not None and args.save_dir == "":
         raise ConfigError("--save-history needs a --save-dir to keep the copies in (it is empty)")
     if args.resume and args.overwrite:
@@ -132,7 +129,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
                           "cannot trace")
     for flag in ("async_rollouts", "num_workers"):
         if args.compile and getattr(args, flag):
-            raise ConfigError(f"--compile compiles this process's act step; with {_flag(flag)} "
+            raise ConfigError(f"--compile compiles this process's act step; with {option(flag)} "
                               "another thread or process acts: drop one of them")
     if args.precision == "bf16" and args.num_workers:
         raise ConfigError("--precision bf16 and --num-workers: the Ray workers would act in fp32 "
