@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from a2c_ppo_acktr.algo import kfac
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
 
 DAMPING = 1e-2
@@ -75,13 +76,15 @@ def test_linear_factors_and_step_match_dense_solve():
         torch.testing.assert_close(steps[2 * i + 1], vb, rtol=1e-8, atol=1e-10)
 
 
-def test_conv_factors_and_step_match_explicit_patches():
+@pytest.mark.parametrize("chunk", [kfac.PATCH_CHUNK, 2 * 9 * 18])  # the batch whole; 2 samples a chunk
+def test_conv_factors_and_step_match_explicit_patches(chunk, monkeypatch):
+    monkeypatch.setattr(kfac, "PATCH_CHUNK", chunk)
     torch.manual_seed(1)
     conv = nn.Conv2d(2, 3, 3, stride=2, padding=1).double()
     lin = nn.Linear(3 * 3 * 3, 2).double()
     model = nn.Sequential(conv, nn.ReLU(), nn.Flatten(), lin)
     opt = make_opt(model)
-    N = 4
+    N = 5
     x = torch.randn(N, 2, 6, 6, dtype=torch.float64)
 
     opt.acc_stats = True

@@ -29,15 +29,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# Patch elements per chunk of the conv factor (~8 MB of fp32): the patches of a whole Atari batch
+# (640 x 400 x 256 for the Nature CNN's first layer, 260 MB) are built and multiplied a cache-sized
+# chunk at a time, which on 2 CPU cores takes half the time of all at once (docs/benchmarks.md).
+PATCH_CHUNK = 1 << 21
 
-def _extract_patches(x: torch.Tensor, kernel_size: tuple[int, ...], stride: tuple[int, ...],
-                     padding: tuple[int, ...], dilation: tuple[int, ...]) -> torch.Tensor:
-    """(N, C, H, W) -> (N, out_h, out_w, C*kh*kw): the input patch seen by each output position."""
-    patches = F.unfold(x, kernel_size, dilation=dilation, padding=padding, stride=stride)
-    n, ckk, length = patches.shape
-    out_h = (x.size(2) + 2 * padding[0] - dilation[0] * (kernel_size[0] - 1) - 1) // stride[0] + 1
-    out_w = length // out_h
-    return patches.transpose(1, 2).reshape(n, out_h, out_w, ckk)
+
+def _out_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
 def compute_cov_a(a: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tensor:
@@ -45,20 +44,35 @@ def compute_cov_a(a: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tenso
 
     Linear: rows ``[a, 1]``, ``A = a^T a / N``. Conv2d: one row ``[patch, 1] / spatial`` per output
     position, ``A = a^T a / N`` (the original's ``compute_cov_a`` convention, N = batch size).
+    Computed as ``[[X^T X, X^T 1], [1^T X, rows]] / (spatial^2 N)`` for the rows ``X`` without the
+    ones column, so no scaled or widened copy of the rows is made.
     """
     batch_size = a.size(0)
     if isinstance(module, nn.Conv2d):
         assert isinstance(module.padding, tuple), "K-FAC's patches need numeric padding, not 'same'"
-        a = _extract_patches(a, module.kernel_size, module.stride, module.padding, module.dilation)
-        spatial = a.size(1) * a.size(2)
-        a = a.reshape(-1, a.size(-1))
+        k, s, p, d = module.kernel_size, module.stride, module.padding, module.dilation
+        spatial = (_out_size(a.size(2), k[0], s[0], p[0], d[0])
+                   * _out_size(a.size(3), k[1], s[1], p[1], d[1]))
+        width = a.size(1) * k[0] * k[1]
+        per_chunk = max(1, PATCH_CHUNK // (spatial * width))
+        xtx, sums, count = a.new_zeros(width, width), a.new_zeros(width), batch_size * spatial
+        for part in a.split(per_chunk):
+            # (n, C*kh*kw, out_h*out_w) -> one row per output position, in the weight's order
+            rows = F.unfold(part, k, dilation=d, padding=p, stride=s).transpose(1, 2).reshape(-1, width)
+            xtx.addmm_(rows.t(), rows)
+            sums += rows.sum(0)
     else:
         spatial = 1
-        a = a.reshape(-1, a.size(-1))
+        rows = a.reshape(-1, a.size(-1))
+        xtx, sums, count = rows.t() @ rows, rows.sum(0), rows.size(0)
     if module.bias is not None:
-        a = torch.cat([a, a.new_ones(a.size(0), 1)], dim=1)
-    a = a / spatial
-    return a.t() @ (a / batch_size)
+        n = xtx.size(0)
+        cov = xtx.new_empty(n + 1, n + 1)
+        cov[:n, :n], cov[:n, n], cov[n, :n] = xtx, sums, sums
+        cov[n, n] = count
+    else:
+        cov = xtx
+    return cov.div_(spatial * spatial * batch_size)
 
 
 def compute_cov_g(g: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tensor:
@@ -71,11 +85,12 @@ def compute_cov_g(g: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tenso
     batch_size = g.size(0)
     if isinstance(module, nn.Conv2d):
         spatial = g.size(2) * g.size(3)
-        g = g.permute(0, 2, 3, 1).reshape(-1, g.size(1)) * spatial
+        rows = g.permute(0, 2, 3, 1).reshape(-1, g.size(1))
     else:
-        g = g.reshape(-1, g.size(-1))
-    g_ = g * batch_size
-    return g_.t() @ (g_ / g.size(0))
+        spatial = 1
+        rows = g.reshape(-1, g.size(-1))
+    # (N spatial g)^T (N spatial g) / rows, scaled after the product rather than the rows before
+    return (rows.t() @ rows).mul_((batch_size * spatial) ** 2 / rows.size(0))
 
 
 def _update_running_stat(new: torch.Tensor, running: torch.Tensor, decay: float) -> None:
