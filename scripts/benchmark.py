@@ -98,9 +98,9 @@ def finished(env: str, name: str, steps: int, run_dir: str) -> bool:
 
 
 def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = False,
-            vec_env: str | None = None) -> dict:
-    """Train one run to completion (``reuse``: unless it is finished); returns its result
-    (``score`` None if it failed)."""
+            vec_env: str | None = None, threads: int = 1) -> dict:
+    """Train one run to completion (``reuse``: unless it is finished) on ``threads`` intra-op
+    threads (``OMP_NUM_THREADS`` wins if set); returns its result (``score`` None if it failed)."""
     variant = name if vec_env is None else f"{name}-{vec_env}"
     run_dir = os.path.join(out, "runs", env.replace("/", "_"), variant, f"seed{seed}")
     os.makedirs(run_dir, exist_ok=True)
@@ -110,8 +110,8 @@ def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = 
     argv = [sys.executable, os.path.join(ROOT, "main.py")] + argv[2:] + [
         "--log-dir", os.path.join(run_dir, "logs"), "--save-dir", os.path.join(run_dir, "models"),
         "--overwrite"]
-    # One intra-op thread per run: runs in parallel would otherwise contend for the cores.
-    env_vars = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    # The cores shared out among the parallel runs, which would otherwise contend for them.
+    env_vars = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(threads))}
     start = time.time()
     with open(os.path.join(run_dir, "stdout.log"), "w") as log:
         rc = subprocess.call(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env_vars)
@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             for s in args.seeds]
     results = []
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse, v)
+        threads = max(1, (os.cpu_count() or 1) // args.jobs)
+        futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse, v, threads)
                    for e, name, v, s in jobs]
         for f in futures:
             results.append(f.result())

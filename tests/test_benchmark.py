@@ -61,6 +61,19 @@ def test_steps_to_is_the_first_logged_mean_at_the_threshold():
     assert [steps_to(rows, t) for t in (-21, 18, 20, 21)] == [2048, 3072, 5120, None]
 
 
+def test_each_run_gets_its_share_of_the_cores(tmp_path, monkeypatch):
+    import benchmark
+
+    seen = []
+    monkeypatch.setattr(benchmark.subprocess, "call",
+                        lambda argv, **kw: seen.append(kw["env"]["OMP_NUM_THREADS"]) or 1)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    benchmark.run_one("CartPole-v1", "tuned", 1, 2048, str(tmp_path), threads=2)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's setting wins
+    benchmark.run_one("CartPole-v1", "tuned", 1, 2048, str(tmp_path), threads=2)
+    assert seen == ["2", "3"]
+
+
 def test_benchmark_refuses_env_outside_suite(tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "mujoco",
