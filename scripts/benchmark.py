@@ -10,8 +10,9 @@ rl-baselines3-zoo's tables). Writes ``<out>/results.md`` (the table and the comm
 curves, seed band min-max), and prints each run's line and the table. With ``--reuse`` a run
 whose checkpoint already holds the whole budget is read, not trained again: a suite cut short
 continues, and seeds run apart (other ``--out`` dirs, linked in) make one table.
-``--thresholds 18 20`` adds, per run, the env steps at which the log's mean of the last 10
-training episodes first reached each return (its ``progress.csv``; "-": not within the budget).
+``--thresholds 18 20`` adds, per run, the env steps and training minutes at which the log's mean
+of the last 10 training episodes first reached each return (its ``progress.csv``; "-": not
+within the budget).
 ``--vec-env ale shmem`` runs each recipe on each of those backends (a row per backend): the
 backends' learning side by side.
 
@@ -152,17 +153,30 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
     return result
 
 
-def steps_to(rows: list[dict], threshold: float) -> int | None:
-    """The first ``timesteps`` of progress rows whose ``mean_return`` (the last 10 training
-    episodes) is at least ``threshold``; None if none is."""
+def reached(rows: list[dict], threshold: float) -> tuple[int, float] | None:
+    """(env steps, training seconds) at the first progress row whose ``mean_return`` (the last 10
+    training episodes) is at least ``threshold``; None if none is. Each process of a resumed run
+    logs ``time`` from 0, so the seconds add up the parts before."""
+    before, last = 0.0, 0.0
     for row in rows:
+        seconds = float(row["time"])
+        if seconds < last:  # a resumed part starts
+            before += last
+        last = seconds
         if row["mean_return"] and float(row["mean_return"]) >= threshold:
-            return int(row["timesteps"])
+            return int(row["timesteps"]), before + seconds
     return None
 
 
-def format_steps(steps: int | None) -> str:
-    return "-" if steps is None else f"{steps:,}"
+def steps_to(rows: list[dict], threshold: float) -> int | None:
+    """The env steps of ``reached``; None if the threshold was not reached."""
+    hit = reached(rows, threshold)
+    return None if hit is None else hit[0]
+
+
+def format_reached(rows: list[dict], threshold: float) -> str:
+    hit = reached(rows, threshold)
+    return "-" if hit is None else f"{hit[0]:,} ({hit[1] / 60:.0f} min)"
 
 
 def run_line(r: dict, thresholds: Sequence[float] = ()) -> str:
@@ -174,14 +188,13 @@ def run_line(r: dict, thresholds: Sequence[float] = ()) -> str:
     return (f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: mean of last "
             f"{LAST_EPISODES} episodes {r['score']:.1f}{final}, wall {r['wall'] / 60:.1f} min, "
             f"{r['fps']:.0f} fps"
-            + "".join(f", {t:g} at {format_steps(steps_to(r['rows'], t))} steps"
-                      for t in thresholds))
+            + "".join(f", {t:g} at {format_reached(r['rows'], t)}" for t in thresholds))
 
 
 def table(results: list[dict], thresholds: Sequence[float] = ()) -> str:
     lines = [f"| env | recipe | steps | seeds | last-{LAST_EPISODES} return, mean ± std over seeds "
              f"| per seed | final policy, deterministic ({EVAL_EPISODES} episodes), per seed "
-             "| wall time per run | fps |" + "".join(f" steps to {t:g}, per seed |"
+             "| wall time per run | fps |" + "".join(f" steps (training time) to {t:g}, per seed |"
                                                      for t in thresholds),
              "|---|---|---|---|---|---|---|---|---|" + "---|" * len(thresholds)]
     groups: dict[tuple, list[dict]] = {}
@@ -198,7 +211,7 @@ def table(results: list[dict], thresholds: Sequence[float] = ()) -> str:
             f"{finals} | "
             f"{np.mean([r['wall'] for r in rs]) / 60:.1f} min | "
             f"{np.mean([r['fps'] for r in rs]):.0f} |"
-            + "".join(f" {' / '.join(format_steps(steps_to(r['rows'], t)) for r in rs)} |"
+            + "".join(f" {' / '.join(format_reached(r['rows'], t) for r in rs)} |"
                       for t in thresholds))
     return "\n".join(lines)
 

@@ -47,18 +47,22 @@ def test_benchmark_end_to_end(tmp_path):
     assert row.group(0) in again.stdout
     assert [log.stat().st_mtime_ns for log in logs] == stamps
     # Steps to a return: 0 at the first logged mean (a step count), 1000 never ("-").
-    assert "| steps to 0, per seed | steps to 1000, per seed |" in again.stdout
-    assert re.search(r"\| [\d,]+ / [\d,]+ \| - / - \|\n", again.stdout), again.stdout
-    assert re.search(r"seed 1: .*, 0 at [\d,]+ steps, 1000 at - steps", again.stdout)
+    assert ("| steps (training time) to 0, per seed | steps (training time) to 1000, per seed |"
+            in again.stdout)
+    assert re.search(r"\| [\d,]+ \(\d+ min\) / [\d,]+ \(\d+ min\) \| - / - \|\n", again.stdout)
+    assert re.search(r"seed 1: .*, 0 at [\d,]+ \(\d+ min\), 1000 at -", again.stdout)
 
 
 def test_steps_to_is_the_first_logged_mean_at_the_threshold():
-    from benchmark import steps_to
+    from benchmark import reached, steps_to
 
-    rows = [{"timesteps": "1024", "mean_return": ""}, {"timesteps": "2048", "mean_return": "-21"},
-            {"timesteps": "3072", "mean_return": "18.0"}, {"timesteps": "4096", "mean_return": "17"},
-            {"timesteps": "5120", "mean_return": "20.1"}]
+    # (steps, mean of the last 10 episodes, the process's seconds): resumed after 4096 steps
+    log = [(1024, "", 10), (2048, "-21", 20), (3072, "18.0", 30), (4096, "17", 40),
+           (5120, "20.1", 5)]
+    rows = [{"timesteps": str(n), "mean_return": m, "time": str(t)} for n, m, t in log]
     assert [steps_to(rows, t) for t in (-21, 18, 20, 21)] == [2048, 3072, 5120, None]
+    # the resumed part's 5 s come after the 40 s of the first
+    assert [reached(rows, t) for t in (18, 20, 21)] == [(3072, 30.0), (5120, 45.0), None]
 
 
 def test_each_run_gets_its_share_of_the_cores(tmp_path, monkeypatch):
