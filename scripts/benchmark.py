@@ -149,22 +149,29 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
             result["fps"] = float(rows[-1]["fps"])
             result["rows"] = rows
             if result["wall"] is None:
-                result["wall"] = float(rows[-1]["time"])
+                result["wall"] = elapsed(rows)[-1]
     return result
+
+
+def elapsed(rows: list[dict]) -> list[float]:
+    """Training seconds at each progress row. Each process of a resumed run logs ``time`` from 0,
+    so a part's seconds add to the parts' before it."""
+    seconds, before, last = [], 0.0, 0.0
+    for row in rows:
+        now = float(row["time"])
+        if now < last:  # a resumed part starts
+            before += last
+        last = now
+        seconds.append(before + now)
+    return seconds
 
 
 def reached(rows: list[dict], threshold: float) -> tuple[int, float] | None:
     """(env steps, training seconds) at the first progress row whose ``mean_return`` (the last 10
-    training episodes) is at least ``threshold``; None if none is. Each process of a resumed run
-    logs ``time`` from 0, so the seconds add up the parts before."""
-    before, last = 0.0, 0.0
-    for row in rows:
-        seconds = float(row["time"])
-        if seconds < last:  # a resumed part starts
-            before += last
-        last = seconds
+    training episodes) is at least ``threshold``; None if none is."""
+    for row, seconds in zip(rows, elapsed(rows)):
         if row["mean_return"] and float(row["mean_return"]) >= threshold:
-            return int(row["timesteps"]), before + seconds
+            return int(row["timesteps"]), seconds
     return None
 
 

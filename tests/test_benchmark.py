@@ -54,7 +54,7 @@ def test_benchmark_end_to_end(tmp_path):
 
 
 def test_steps_to_is_the_first_logged_mean_at_the_threshold():
-    from benchmark import reached, steps_to
+    from benchmark import elapsed, reached, steps_to
 
     # (steps, mean of the last 10 episodes, the process's seconds): resumed after 4096 steps
     log = [(1024, "", 10), (2048, "-21", 20), (3072, "18.0", 30), (4096, "17", 40),
@@ -63,6 +63,7 @@ def test_steps_to_is_the_first_logged_mean_at_the_threshold():
     assert [steps_to(rows, t) for t in (-21, 18, 20, 21)] == [2048, 3072, 5120, None]
     # the resumed part's 5 s come after the 40 s of the first
     assert [reached(rows, t) for t in (18, 20, 21)] == [(3072, 30.0), (5120, 45.0), None]
+    assert elapsed(rows) == [10.0, 20.0, 30.0, 40.0, 45.0]
 
 
 def test_each_run_gets_its_share_of_the_cores(tmp_path, monkeypatch):
