@@ -254,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(e, name, v, s) for e in envs for name in args.recipe for v in args.vec_env
             for s in args.seeds]
     results = []
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)  # each run's share of the cores
     with ThreadPoolExecutor(args.jobs) as pool:
-        threads = max(1, (os.cpu_count() or 1) // args.jobs)
         futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse, v, threads)
                    for e, name, v, s in jobs]
         for f in futures:
