@@ -81,6 +81,13 @@ def label(name: str, vec_env: str | None) -> str:
     return name if vec_env is None else f"{name}, --vec-env {vec_env}"
 
 
+def legend(env: str, row: str) -> str:
+    """A curve's name in the figure: the row's recipe led by its algorithm where the name does not
+    say it ("ppo original" beside "a2c" and "acktr", as the original's figure names them)."""
+    algo = recipes.settings(env, row.split(", ")[0])["algo"]
+    return row if row.split(", ")[0] == algo else f"{algo} {row}"
+
+
 def overrides(vec_env: str | None) -> dict:
     return {} if vec_env is None else {"vec_env": vec_env}
 
@@ -232,7 +239,7 @@ def write_curves(results: list[dict], out: str) -> list[str]:
             runs = [r["curve"] for r in results
                     if r["env"] == env and r["recipe"] == name and r["curve"] is not None]
             if runs:
-                curves.append((name, len(runs), aggregate(runs)))
+                curves.append((legend(env, name), len(runs), aggregate(runs)))
         if curves:
             written.append(plot_curves(curves, os.path.join(out, env_filename(env)),
                                             env))

@@ -53,6 +53,14 @@ def test_benchmark_end_to_end(tmp_path):
     assert re.search(r"seed 1: .*, 0 at [\d,]+ \(\d+ min\), 1000 at -", again.stdout)
 
 
+def test_curves_are_named_by_algorithm_and_recipe():
+    from benchmark import legend
+
+    rows = ("original", "a2c", "acktr", "tuned, --vec-env ale")
+    assert [legend("PongNoFrameskip-v4", r) for r in rows] == [
+        "ppo original", "a2c", "acktr", "ppo tuned, --vec-env ale"]
+
+
 def test_steps_to_is_the_first_logged_mean_at_the_threshold():
     from benchmark import elapsed, reached, steps_to
 
