@@ -8,8 +8,9 @@ seeds, and each seed's final policy played deterministically for 10 episodes (th
 rl-baselines3-zoo's tables). Writes ``<out>/results.md`` (the table and the commands) and
 ``<out>/<env>.png`` (learning
 curves, seed band min-max), and prints each run's line and the table. With ``--reuse`` a run
-whose checkpoint already holds the whole budget is read, not trained again: a suite cut short
-continues, and seeds run apart (other ``--out`` dirs, linked in) make one table.
+whose checkpoint already holds the whole budget is read, not trained again, and one cut short
+(stopped by a signal, which saves its checkpoint) continues with ``main.py --resume``: a suite cut
+short continues, and seeds run apart (other ``--out`` dirs, linked in) make one table.
 ``--thresholds 18 20`` adds, per run, the env steps and training minutes at which the log's mean
 of the last 10 training episodes first reached each return (its ``progress.csv``; "-": not
 within the budget).
@@ -71,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run each recipe with each of these --vec-env kinds, a row each "
                    "(default: the recipe's, main.py's auto)")
     p.add_argument("--reuse", action="store_true",
-                   help="read the runs already finished under --out instead of training them "
-                   "again (default: every run trains, replacing its old files)")
+                   help="read the runs already finished under --out and continue (main.py "
+                   "--resume) those cut short, instead of training them again (default: every "
+                   "run trains, replacing its old files)")
     return p
 
 
@@ -92,38 +94,48 @@ def overrides(vec_env: str | None) -> dict:
     return {} if vec_env is None else {"vec_env": vec_env}
 
 
-def finished(env: str, name: str, steps: int, run_dir: str) -> bool:
-    """Whether ``run_dir`` holds this recipe's run trained to the end of ``steps`` (its checkpoint
-    says so; main.py trains whole updates, so ``steps`` rounded down to them)."""
-    args = get_args(recipes.command(env, name, steps)[2:])
-    per_update = args.num_steps * args.num_processes
+def saved_steps(run_dir: str) -> tuple[str, int] | None:
+    """``run_dir``'s checkpoint and the env steps it holds (None: no single readable one)."""
     found = glob.glob(os.path.join(run_dir, "models", "*", "*.pt"))
     try:
-        return len(found) == 1 and (
-            load_checkpoint(found[0])["env_steps"] == steps // per_update * per_update)
+        return (found[0], load_checkpoint(found[0])["env_steps"]) if len(found) == 1 else None
     except CheckpointError:
-        return False
+        return None
+
+
+def whole_updates(env: str, name: str, steps: int) -> int:
+    """``steps`` rounded down to whole updates of the recipe (what main.py trains)."""
+    args = get_args(recipes.command(env, name, steps)[2:])
+    per_update = args.num_steps * args.num_processes
+    return steps // per_update * per_update
 
 
 def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = False,
             vec_env: str | None = None, threads: int = 1) -> dict:
-    """Train one run to completion (``reuse``: unless it is finished) on ``threads`` intra-op
-    threads (``OMP_NUM_THREADS`` wins if set); returns its result (``score`` None if it failed)."""
+    """Train one run to completion on ``threads`` intra-op threads (``OMP_NUM_THREADS`` wins if
+    set); returns its result (``score`` None if it failed). ``reuse``: a finished run is read, and
+    one cut short (its checkpoint below the budget) continues with ``main.py --resume``."""
     variant = name if vec_env is None else f"{name}-{vec_env}"
     run_dir = os.path.join(out, "runs", env.replace("/", "_"), variant, f"seed{seed}")
     os.makedirs(run_dir, exist_ok=True)
-    if reuse and finished(env, name, steps, run_dir):
+    saved = saved_steps(run_dir) if reuse else None
+    target = whole_updates(env, name, steps)
+    if saved is not None and saved[1] == target:
         return read_result(env, label(name, vec_env), seed, steps, run_dir, 0, None)
-    argv = recipes.command(env, name, steps, seed, **overrides(vec_env))
-    argv = [sys.executable, os.path.join(ROOT, "main.py")] + argv[2:] + [
-        "--log-dir", os.path.join(run_dir, "logs"), "--save-dir", os.path.join(run_dir, "models"),
-        "--overwrite"]
+    dirs = ["--log-dir", os.path.join(run_dir, "logs"), "--save-dir", os.path.join(run_dir, "models")]
+    main_py = [sys.executable, os.path.join(ROOT, "main.py")]
+    if saved is not None and saved[1] < target:  # its saved flags, its paths wherever it now lies
+        argv, mode = main_py + ["--resume", saved[0], "--num-env-steps", str(steps)] + dirs, "a"
+    else:
+        argv = main_py + recipes.command(env, name, steps, seed, **overrides(vec_env))[2:]
+        argv, mode = argv + dirs + ["--overwrite"], "w"
     # The cores shared out among the parallel runs, which would otherwise contend for them.
     env_vars = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(threads))}
     start = time.time()
-    with open(os.path.join(run_dir, "stdout.log"), "w") as log:
+    with open(os.path.join(run_dir, "stdout.log"), mode) as log:
         rc = subprocess.call(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env_vars)
-    return read_result(env, label(name, vec_env), seed, steps, run_dir, rc, time.time() - start)
+    wall = time.time() - start if mode == "w" else None  # resumed: the log's parts summed
+    return read_result(env, label(name, vec_env), seed, steps, run_dir, rc, wall)
 
 
 def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: int,

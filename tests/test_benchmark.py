@@ -87,6 +87,24 @@ def test_each_run_gets_its_share_of_the_cores(tmp_path, monkeypatch):
     assert seen == ["2", "3"]
 
 
+def test_reuse_continues_a_run_cut_short(tmp_path):
+    import benchmark
+
+    first = benchmark.run_one("CartPole-v1", "tuned", 1, 2048, str(tmp_path), threads=1)
+    run = tmp_path / "runs" / "CartPole-v1" / "tuned" / "seed1"
+    [progress] = run.glob("logs/**/progress.csv")
+    before_log, before_rows = (run / "stdout.log").read_text(), progress.read_text().splitlines()
+    # a budget above its checkpoint: --resume, not a new run
+    again = benchmark.run_one("CartPole-v1", "tuned", 1, 4096, str(tmp_path), reuse=True, threads=1)
+    assert first["rc"] == 0 and again["rc"] == 0 and again["score"] is not None
+    assert benchmark.saved_steps(str(run))[1] == benchmark.whole_updates("CartPole-v1", "tuned", 4096)
+    rows = progress.read_text().splitlines()
+    assert rows[:len(before_rows)] == before_rows and len(rows) > len(before_rows)
+    log = (run / "stdout.log").read_text()
+    assert log.startswith(before_log) and "resum" in log[len(before_log):].lower()
+    assert again["wall"] == benchmark.elapsed(again["rows"])[-1]  # both parts' training time
+
+
 def test_benchmark_refuses_env_outside_suite(tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "mujoco",
