@@ -202,21 +202,24 @@ class Collector:
     def resume_state(self) -> dict:
         """What resuming exactly needs besides the weights and the normalizer's statistics, read
         between updates as plain values: the envs' state, the storage's slot 0 (where the next
-        rollout starts) and the recent episode returns. ``{"inexact": why}`` where it cannot."""
+        rollout starts) and the recent episode returns. ``{"inexact": why}`` where it cannot,
+        with the recent returns still: the log's mean of the last episodes goes on over them."""
+        returns = list(self.episode_returns)
         try:
             envs = vec_env_state(self.envs) if self.inexact is None else None
         except Inexact as e:
-            return {"inexact": str(e)}
+            return {"inexact": str(e), "episode_returns": returns}
         if envs is None:
-            return {"inexact": self.inexact}
+            return {"inexact": self.inexact, "episode_returns": returns}
         return {"envs": envs, "slot0": {k: getattr(self.rollouts, k)[0].cpu().clone()
                                         for k in self._SLOT0},
-                "episode_returns": list(self.episode_returns), "timeouts": list(self.timeouts)}
+                "episode_returns": returns, "timeouts": list(self.timeouts)}
 
     def load_resume_state(self, state: dict) -> str | None:
         """Back to ``state`` (``resume_state``'s, of a run built alike and just started); ->
         None, or why it cannot (the run then goes on from fresh episodes)."""
-        if self.inexact is not None or "inexact" in state:
+        if self.inexact is not None or "inexact" in state:  # new episodes, the old ones' returns
+            self.episode_returns.extend(state.get("episode_returns", []))
             return self.inexact or state["inexact"]
         slot0 = state["slot0"]
         if any(slot0[k].shape != getattr(self.rollouts, k)[0].shape for k in self._SLOT0):

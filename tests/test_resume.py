@@ -97,6 +97,29 @@ def test_a_run_that_cannot_resume_exactly_says_so_in_one_line(tmp_path, capsys, 
     assert load_checkpoint(paths.checkpoint)["env_steps"] == 64
 
 
+def test_an_approximate_resume_keeps_the_recent_returns(tmp_path, capsys):
+    """New episodes, but the log's mean of the last 10 goes on over the saved ones' returns
+    rather than starting again from the first episode to end."""
+    cartpole = ["--algo", "a2c", "--num-processes", "2", "--num-steps", "8", "--log-interval", "1",
+                "--env-name", "CartPole-v1", "--vec-env", "dummy", "--async-rollouts"]
+    paths = train(tmp_path, "cartpole", cartpole, 256)
+    saved = load_checkpoint(paths.checkpoint)["exact"]
+    assert "inexact" in saved and len(saved["episode_returns"]) == 10
+    assert float(progress(paths.log_dir)[-1]["mean_return"]) == pytest.approx(
+        sum(saved["episode_returns"]) / 10, abs=0.05)
+
+    pong = ["--algo", "a2c", "--num-processes", "2", "--num-steps", "8", "--log-interval", "1",
+            "--env-name", "PongNoFrameskip-v4", "--vec-env", "ale"]
+    paths = train(tmp_path, "pong", pong, 32)
+    ckpt = load_checkpoint(paths.checkpoint)
+    ckpt["exact"]["episode_returns"] = [-21.0, -20.0]  # as if two games had ended
+    torch.save(ckpt, paths.checkpoint)
+    train(tmp_path, "pong", pong, 64, resume=True)
+    assert "approximately" in capsys.readouterr().err
+    resumed = [row for row in progress(paths.log_dir) if int(row["timesteps"]) > 32]
+    assert resumed and all(row["mean_return"] == "-20.5" for row in resumed)  # no game ends in 32
+
+
 def test_checkpoint_without_env_state_resumes_approximately(tmp_path, capsys):
     """A checkpoint saved before exact resume existed (no ``exact`` entry) still resumes."""
     argv = CARTPOLE + ["--vec-env", "dummy"]
