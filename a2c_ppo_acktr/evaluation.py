@@ -18,23 +18,26 @@ OnStep = Callable[[torch.Tensor | None, torch.Tensor | None, list[dict]], None]
 
 def run_episodes(policy: Policy, envs: TorchVecEnv, num_episodes: int,
                  deterministic: bool = True, on_step: OnStep | None = None,
-                 max_steps: int | None = None) -> list[float]:
+                 max_steps: int | None = None, first_per_env: bool = False) -> list[float]:
     """Let ``policy`` act on ``envs`` (a torch vector env, as ``make_vec_envs`` builds) until
     ``num_episodes`` episodes finish (or for ``max_steps`` steps); return the first
-    ``num_episodes`` raw returns to finish.
+    ``num_episodes`` raw returns to finish. ``first_per_env``: only each env's first episode,
+    in env order (``num_episodes`` envs or more: no bias towards the episodes that end soonest).
 
     Raw: the Monitor's, unclipped and whole games for Atari. ``deterministic`` takes the mode of
     the action distribution. ``on_step`` is for the callers that render, record frames or record
     transitions.
     """
     returns: list[float] = []
+    firsts: dict[int, float] = {}  # first_per_env: env index -> its first episode's return
     steps = 0
     obs = envs.reset()
     rnn_hxs = torch.zeros(obs.shape[0], policy.recurrent_hidden_state_size, device=obs.device)
     masks = torch.zeros(obs.shape[0], 1, device=obs.device)
     if on_step is not None:
         on_step(None, None, [])
-    while len(returns) < num_episodes and (max_steps is None or steps < max_steps):
+    while (len(firsts if first_per_env else returns) < num_episodes
+           and (max_steps is None or steps < max_steps)):
         with torch.inference_mode():
             _, action, _, rnn_hxs = policy.act(obs, rnn_hxs, masks, deterministic=deterministic)
         obs, reward, terminated, truncated, infos = envs.step(action)
@@ -42,7 +45,12 @@ def run_episodes(policy: Policy, envs: TorchVecEnv, num_episodes: int,
         steps += 1
         if on_step is not None:
             on_step(action, reward, infos)
-        returns += [float(info["episode"]["r"]) for info in infos if "episode" in info]
+        ended = [(i, float(info["episode"]["r"])) for i, info in enumerate(infos) if "episode" in info]
+        returns += [r for _, r in ended]
+        for i, r in ended:
+            firsts.setdefault(i, r)
+    if first_per_env:
+        return [firsts[i] for i in sorted(firsts)][:num_episodes]
     return returns[:num_episodes]
 
 

@@ -56,6 +56,20 @@ def test_run_episodes_counts_episodes_of_all_envs_and_calls_back(tmp_path):
     envs.close()
 
 
+def test_first_per_env_takes_each_envs_first_episode_in_env_order(tmp_path):
+    envs = cartpole_envs(3, tmp_path)
+    calls = []
+    returns = run_episodes(fixed_policy(), envs, 3, deterministic=False, first_per_env=True,
+                           on_step=lambda action, reward, infos: calls.append(infos))
+    envs.close()
+    firsts: dict = {}
+    for infos in calls:
+        for i, info in enumerate(infos):
+            if "episode" in info:
+                firsts.setdefault(i, info["episode"]["r"])
+    assert returns == [firsts[0], firsts[1], firsts[2]]
+
+
 def test_evaluate_uses_the_training_statistics(tmp_path):
     train = make_vec_envs("CartPole-v1", 0, 2, 0.99, None, "cpu", False, vec_env="dummy")
     train.reset()

@@ -15,8 +15,8 @@ from a2c_ppo_acktr.run.checkpoint import (
 )
 
 
-def evaluate_history(directory: str, num_episodes: int = 10, seed: int = 1000,
-                     num_processes: int = 1) -> list[tuple[int, list[float]]]:
+def evaluate_history(directory: str, num_episodes: int = 10, seed: int = 1000
+                     ) -> list[tuple[int, list[float]]]:
     """(env steps, ``num_episodes`` deterministic raw returns) of every checkpoint in
     ``directory``, oldest first. Every checkpoint plays the same env seeds, so the points differ
     by the policy only. ``CheckpointError`` when there is nothing to evaluate."""
@@ -26,20 +26,21 @@ def evaluate_history(directory: str, num_episodes: int = 10, seed: int = 1000,
     found = history(directory)
     if not found:
         raise CheckpointError(f"{directory} holds no <steps>.pt checkpoints of --save-history")
-    return [(steps, evaluate_checkpoint(path, num_episodes, seed, num_processes))
+    return [(steps, evaluate_checkpoint(path, num_episodes, seed))
             for steps, path in found]
 
 
-def evaluate_checkpoint(path: str, num_episodes: int = 10, seed: int = 1000,
-                        num_processes: int = 1) -> list[float]:
+def evaluate_checkpoint(path: str, num_episodes: int = 10, seed: int = 1000) -> list[float]:
     """``num_episodes`` raw returns of the checkpoint's deterministic policy (whole games on
-    Atari), on envs seeded from ``seed``; ``CheckpointError`` if it cannot be loaded."""
+    Atari): the first episode of each of ``num_episodes`` envs, seeded ``seed``, ``seed`` + 1,
+    ..., played side by side; ``CheckpointError`` if it cannot be loaded."""
     ckpt = load_policy_checkpoint(path)
     with tempfile.TemporaryDirectory() as log_dir:  # the Monitor's raw returns
-        envs = make_vec_envs(ckpt["env_name"], seed, num_processes, None, log_dir, "cpu",
+        envs = make_vec_envs(ckpt["env_name"], seed, num_episodes, None, log_dir, "cpu",
                              True, env_kwargs=ckpt.get("env_kwargs"), episodic_life=False)
         try:
-            return run_episodes(build_policy(ckpt, path, envs), envs, num_episodes)
+            return run_episodes(build_policy(ckpt, path, envs), envs, num_episodes,
+                                first_per_env=True)
         finally:
             envs.close()
 
