@@ -86,8 +86,9 @@ def label(name: str, vec_env: str | None) -> str:
 def legend(env: str, row: str) -> str:
     """A curve's name in the figure: the row's recipe led by its algorithm where the name does not
     say it ("ppo original" beside "a2c" and "acktr", as the original's figure names them)."""
-    algo = recipes.settings(env, row.split(", ")[0])["algo"]
-    return row if row.split(", ")[0] == algo else f"{algo} {row}"
+    name = row.split(", ")[0]  # the recipe, without label()'s backend
+    algo = recipes.settings(env, name)["algo"]
+    return row if name == algo else f"{algo} {row}"
 
 
 def overrides(vec_env: str | None) -> dict:
