@@ -5,9 +5,9 @@ Each run is ``main.py`` in a subprocess, under ``<out>/runs/<env>/<recipe>/seed<
 ``logs/``, ``models/`` and ``stdout.log``). The score of a run is the mean return of its last 10
 training episodes (what main.py's log line shows); a row gives the mean ± std of that over the
 seeds, and each seed's final policy played deterministically, the first episode of each of 10
-envs (the metric of rl-baselines3-zoo's tables). Writes ``<out>/results.md`` (the table and the commands) and
-``<out>/<env>.png`` (learning
-curves, seed band min-max), and prints each run's line and the table. With ``--reuse`` a run
+envs (the metric of rl-baselines3-zoo's tables). Writes ``<out>/results.md`` (the table and the
+commands) and ``<out>/<env>.png`` (learning curves, seed band min-max), and prints each run's
+line and the table. With ``--reuse`` a run
 whose checkpoint already holds the whole budget is read, not trained again, and one cut short
 (stopped by a signal, which saves its checkpoint) continues with ``main.py --resume``: a suite cut
 short continues, and seeds run apart (other ``--out`` dirs, linked in) make one table.
