@@ -16,6 +16,7 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.utils import space_shape
 
 
@@ -57,6 +58,8 @@ class RolloutStorage:
         self.bad_masks = torch.ones(T + 1, N, 1)
         self.num_steps = num_steps
         self.step = 0
+        # compute_returns' (use_gae, gamma, gae_lambda, use_proper_time_limits), for recompute_returns
+        self.returns_settings: tuple[bool, float, float, bool] | None = None
 
     _fields = ("obs", "recurrent_hidden_states", "rewards", "value_preds", "returns",
                "action_log_probs", "bootstrap_values", "actions", "masks", "bad_masks")
@@ -116,6 +119,7 @@ class RolloutStorage:
         termination. (The original instead replaced the return of a truncated step by its own
         value estimate, which zeroes its advantage: its issue #182.)
         """
+        self.returns_settings = (use_gae, gamma, gae_lambda, use_proper_time_limits)
         self.value_preds[-1] = next_value
         self.returns[-1] = next_value
         masks = self.masks[1:]
@@ -137,6 +141,28 @@ class RolloutStorage:
             for t in reversed(range(self.num_steps)):
                 self.returns[t] = self.rewards[t] + gamma * (
                     masks[t] * self.returns[t + 1] + bootstrap[t])
+
+    @torch.no_grad()
+    def recompute_returns(self, actor_critic: Policy, chunk: int = 1024) -> None:
+        """``value_preds`` of every step, the bootstrap slot included, from ``actor_critic``'s
+        current weights, then ``returns`` with the settings of the last ``compute_returns``: what
+        PPO's ``recompute_advantages`` does between epochs (DI-engine's and Tianshou's
+        ``recompute_adv``). Feed-forward policies only: a recurrent policy's values depend on
+        hidden states the rollout holds from the old weights. A time-limit truncation keeps its
+        stored ``bootstrap_values`` (the final observation is not stored)."""
+        if actor_critic.is_recurrent:
+            raise ConfigError("recomputing the values needs a feed-forward policy, not a "
+                              "recurrent one")
+        if self.returns_settings is None:
+            raise RuntimeError("recompute_returns needs a compute_returns first (its settings)")
+        obs = self.obs.reshape(-1, *self.obs.shape[2:])  # ((T+1) * N, *obs_shape)
+        hxs = self.recurrent_hidden_states.reshape(-1, self.recurrent_hidden_states.shape[-1])
+        masks = self.masks.reshape(-1, 1)
+        values = torch.cat([actor_critic.get_value(obs[i:i + chunk], hxs[i:i + chunk],
+                                                   masks[i:i + chunk])
+                            for i in range(0, len(obs), chunk)])
+        self.value_preds.copy_(values.view_as(self.value_preds))
+        self.compute_returns(self.value_preds[-1].clone(), *self.returns_settings)
 
     def _flat(self, tensor: torch.Tensor) -> torch.Tensor:
         # (T or T+1, N, ...) -> (T * N, ...), dropping the bootstrap slot if present.

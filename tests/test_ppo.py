@@ -1,4 +1,6 @@
 """PPO.update on synthetic rollouts: it moves the policy toward advantageous actions."""
+import copy
+
 import pytest
 import torch
 from gymnasium import spaces
@@ -95,6 +97,50 @@ def test_advantage_norm_matches_reference(norm):
         PPO(policy, 0.2, 1, 4, 0.5, 0.0, lr=1e-3, advantage_norm="global")
 
 
+def test_recompute_advantages_between_epochs():
+    """recompute_advantages: each epoch after the first gets advantages from the values of the
+    weights as they are then (checked against a storage copy recomputed by hand); one epoch, or
+    the option off, gives the update the original does."""
+    torch.manual_seed(0)
+    policy = Policy((3,), spaces.Discrete(2), base_kwargs={"hidden_size": 8})
+    rollouts = bandit_rollout(policy, torch.tensor([[1.0], [-1.0]]))
+    rollouts.compute_returns(torch.zeros(N, 1), True, 0.9, 0.8)  # settings to recompute with
+    start = copy.deepcopy(policy.state_dict())
+    agent = PPO(policy, 0.2, 3, 2, 0.5, 0.0, lr=1e-2, eps=1e-5, max_grad_norm=0.5,
+                recompute_advantages=True)
+    seen, generator = [], rollouts.feed_forward_generator
+
+    def spy(advantages, num_mini_batch):
+        fresh = copy.deepcopy(first)  # the first epoch: the rollout's own values
+        if seen:  # later ones: every value from the weights as they are now
+            fresh.value_preds.zero_()
+            fresh.recompute_returns(policy)
+        expected = fresh.returns[:-1] - fresh.value_preds[:-1]
+        torch.testing.assert_close(advantages, (expected - expected.mean()) / (expected.std() + 1e-5))
+        seen.append(advantages.clone())
+        return generator(advantages, num_mini_batch)
+
+    first = copy.deepcopy(rollouts)
+    rollouts.feed_forward_generator = spy
+    agent.update(rollouts)
+    assert len(seen) == 3 and not torch.allclose(seen[0], seen[2])
+
+    finals = []
+    for epochs, recompute in ((1, True), (1, False)):
+        policy.load_state_dict(start)
+        again = copy.deepcopy(first)
+        torch.manual_seed(1)  # the same minibatches
+        PPO(policy, 0.2, epochs, 2, 0.5, 0.0, lr=1e-2, eps=1e-5, max_grad_norm=0.5,
+            recompute_advantages=recompute).update(again)
+        finals.append(copy.deepcopy(policy.state_dict()))
+    for name in start:
+        torch.testing.assert_close(finals[0][name], finals[1][name])
+    recurrent = Policy((3,), spaces.Discrete(2), base_kwargs={"recurrent": True})
+    with pytest.raises(ValueError, match="feed-forward"):
+        PPO(recurrent, 0.2, 2, 1, 0.5, 0.0, lr=1e-3, eps=1e-5, max_grad_norm=0.5,
+            recompute_advantages=True)
+
+
 @pytest.mark.parametrize("missing", ["lr", "eps", "max_grad_norm"])
 def test_the_hyperparameters_without_a_usable_default_are_asked_for(missing):
     """The original's defaults None for lr, eps and max_grad_norm cannot train: one clear error
@@ -112,8 +158,10 @@ def test_flags_reach_the_agent():
     original = build.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4"]), policy)
     assert original.use_clipped_value_loss and original.advantage_norm == "batch"
     tuned = build.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4", "--no-clipped-value-loss",
-                                      "--advantage-norm", "minibatch"]), policy)
+                                      "--advantage-norm", "minibatch",
+                                      "--recompute-advantages"]), policy)
     assert not tuned.use_clipped_value_loss and tuned.advantage_norm == "minibatch"
+    assert tuned.recompute_advantages and not original.recompute_advantages
 
 
 def test_ppo_learns_multidiscrete_actions(tmp_path):

@@ -131,3 +131,33 @@ def test_generators_refuse_impossible_splits():
         next(r.recurrent_generator(torch.zeros(2, 2, 1), num_mini_batch=3))
     with pytest.raises(ValueError, match="num_mini_batch"):
         next(r.feed_forward_generator(torch.zeros(2, 2, 1), num_mini_batch=5))
+
+
+@pytest.mark.parametrize("use_gae, proper", [(True, True), (True, False), (False, True)])
+def test_recompute_returns_uses_the_current_values(use_gae, proper):
+    """recompute_returns: value_preds become the policy's values of each stored observation (the
+    bootstrap slot too), and the returns the textbook ones with them and the last settings."""
+    from a2c_ppo_acktr.model import Policy
+    torch.manual_seed(0)
+    r = filled_storage(truncations=proper)
+    r.obs.normal_()
+    r.compute_returns(torch.randn(N, 1), use_gae, GAMMA, LAM, proper)
+    policy = Policy((3,), spaces.Discrete(2), base_kwargs={"hidden_size": 8})
+    r.recompute_returns(policy, chunk=7)  # chunks that do not divide (T + 1) * N
+    with torch.no_grad():
+        expected = torch.stack([policy.get_value(r.obs[t], r.recurrent_hidden_states[t],
+                                                 r.masks[t]) for t in range(T + 1)])
+    torch.testing.assert_close(r.value_preds, expected)
+    reference = reference_returns(r, expected[-1], use_gae, proper)
+    np.testing.assert_allclose(r.returns[:, :, 0].numpy(), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_recompute_returns_needs_settings_and_a_feed_forward_policy():
+    from a2c_ppo_acktr.model import Policy
+    r = filled_storage()
+    with pytest.raises(RuntimeError, match="compute_returns first"):
+        r.recompute_returns(Policy((3,), spaces.Discrete(2)))
+    r.compute_returns(torch.zeros(N, 1), True, GAMMA, LAM)
+    recurrent = Policy((3,), spaces.Discrete(2), base_kwargs={"recurrent": True})
+    with pytest.raises(ValueError, match="feed-forward"):
+        RolloutStorage(T, N, (3,), spaces.Discrete(2), 64).recompute_returns(recurrent)

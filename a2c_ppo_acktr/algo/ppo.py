@@ -32,6 +32,11 @@ class PPO:
     it, within [1e-6, 1e-2] (rl_games' adaptive schedule): the step size follows how far the
     policy moves, not the step budget. ``lr_decay_horizon``: the original's linear decay to 0 at
     that many env steps (``adjust_lr``).
+
+    ``recompute_advantages``: before each epoch after the first, the values of the rollout's
+    states, their returns and advantages are computed again with the current weights
+    (``RolloutStorage.recompute_returns``; DI-engine's and Tianshou's ``recompute_adv``), and the
+    clipped value loss is clipped around the new values; feed-forward policies only.
     """
 
     def __init__(self, actor_critic: Policy, clip_param: float, ppo_epoch: int,
@@ -39,14 +44,19 @@ class PPO:
                  lr: float | None = None, eps: float | None = None,
                  max_grad_norm: float | None = None, use_clipped_value_loss: bool = True,
                  advantage_norm: str = "batch", desired_kl: float | None = None,
-                 lr_decay_horizon: int | None = None) -> None:
+                 lr_decay_horizon: int | None = None,
+                 recompute_advantages: bool = False) -> None:
         if advantage_norm not in ADVANTAGE_NORMS:
             raise ConfigError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
                              f"{', '.join(ADVANTAGE_NORMS)}")
         if lr is None or eps is None or max_grad_norm is None:  # the original's None defaults
             raise ConfigError(f"PPO needs lr, eps and max_grad_norm; got lr={lr}, eps={eps}, "
                               f"max_grad_norm={max_grad_norm}")
+        if recompute_advantages and actor_critic.is_recurrent:
+            raise ConfigError("recompute_advantages needs a feed-forward policy: a recurrent "
+                              "one's values depend on hidden states kept from the old weights")
         self.advantage_norm = advantage_norm
+        self.recompute_advantages = recompute_advantages
         self.actor_critic = actor_critic
         self.clip_param = clip_param
         self.ppo_epoch = ppo_epoch
@@ -70,14 +80,14 @@ class PPO:
     def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
         """``ppo_epoch`` passes over ``rollouts`` (returns computed); -> mean value_loss,
         action_loss, dist_entropy over the minibatches."""
-        advantages = rollouts.returns[:-1] - rollouts.value_preds[:-1]  # (T, N, 1)
-        if self.advantage_norm == "batch":
-            advantages = standardize(advantages)
-
+        advantages = self._advantages(rollouts)
         # Sums over minibatches, kept as tensors so there is one device sync per update.
         totals = torch.zeros(5, device=advantages.device)
         num_updates = 0
-        for _ in range(self.ppo_epoch):
+        for epoch in range(self.ppo_epoch):
+            if self.recompute_advantages and epoch > 0:
+                rollouts.recompute_returns(self.actor_critic)
+                advantages = self._advantages(rollouts)
             epoch_kl, epoch_start = totals[3].clone(), num_updates
             if self.actor_critic.is_recurrent:
                 batches = rollouts.recurrent_generator(advantages, self.num_mini_batch)
@@ -101,6 +111,12 @@ class PPO:
             (totals / num_updates).tolist())
         self.stats = {"approx_kl": approx_kl, "clip_fraction": clip_fraction}
         return value_loss, action_loss, dist_entropy
+
+    def _advantages(self, rollouts: RolloutStorage) -> torch.Tensor:
+        """returns - value_preds (T, N, 1), standardized over the rollout if ``advantage_norm``
+        is "batch"."""
+        advantages = rollouts.returns[:-1] - rollouts.value_preds[:-1]
+        return standardize(advantages) if self.advantage_norm == "batch" else advantages
 
     def loss(self, b: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
         """PPO's loss on one minibatch -> the loss to minimise, and (detached) its value_loss,

@@ -173,6 +173,10 @@ def build_parser() -> Parser:
                    help="PPO: adapt the learning rate after each epoch to keep the approximate "
                    "KL near KL (x1.5 below KL/2, /1.5 above 2 KL; rl_games' adaptive schedule), "
                    "starting from --lr (default: none, --lr as given or decayed)")
+    g.add_argument("--recompute-advantages", action="store_true", default=False,
+                   help="PPO: before each epoch after the first, compute the values, returns and "
+                   "advantages again with the current network (DI-engine's and Tianshou's "
+                   "recompute_adv); feed-forward policies only (default: once per update)")
     g.add_argument("--no-clipped-value-loss", action="store_true", default=False,
                    help="PPO: plain squared value error instead of the original's value loss "
                    "clipped by --clip-param (SB3's default)")

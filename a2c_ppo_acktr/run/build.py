@@ -42,7 +42,8 @@ def make_agent(args: argparse.Namespace, actor_critic: Policy) -> algo.Agent:
                         max_grad_norm=args.max_grad_norm,
                         use_clipped_value_loss=not args.no_clipped_value_loss,
                         advantage_norm=args.advantage_norm, desired_kl=args.desired_kl,
-                        lr_decay_horizon=horizon)
+                        lr_decay_horizon=horizon,
+                        recompute_advantages=args.recompute_advantages)
     if args.algo in ("a2c", "acktr"):
         return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
                               eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,

@@ -106,6 +106,14 @@ def _check_combinations(args: argparse.Namespace) -> None:
         if args.use_linear_lr_decay:
             raise ConfigError("--desired-kl and --use-linear-lr-decay both set the learning "
                               "rate: drop one")
+    if args.recompute_advantages:
+        if args.algo != "ppo":
+            raise ConfigError(f"--recompute-advantages recomputes them between PPO's epochs; "
+                              f"--algo {args.algo} has no epochs")
+        if args.recurrent_policy:
+            raise ConfigError("--recompute-advantages needs a feed-forward policy, not "
+                              "--recurrent-policy: its values depend on hidden states kept from "
+                              "the old weights")
     if args.lr_decay_horizon is not None and not args.use_linear_lr_decay:
         raise ConfigError("--lr-decay-horizon is the horizon of --use-linear-lr-decay, which is "
                           "off")
