@@ -13,6 +13,7 @@ from gymnasium import spaces
 from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import init
+from a2c_ppo_acktr.value_norm import ValueNorm
 
 INITS = ("orthogonal", "default")
 PRECISIONS = ("fp32", "bf16")
@@ -28,9 +29,12 @@ def policy_kwargs(args: argparse.Namespace) -> dict:
     for name in ("hidden_size", "activation"):
         if getattr(args, name, None) is not None:
             base_kwargs[name] = getattr(args, name)
-    return {"base_kwargs": base_kwargs, "log_std_init": getattr(args, "log_std_init", 0.0),
-            "init": getattr(args, "init", "orthogonal"),
-            "action_mean_gain": getattr(args, "action_mean_gain", 1.0)}
+    kwargs = {"base_kwargs": base_kwargs, "log_std_init": getattr(args, "log_std_init", 0.0),
+              "init": getattr(args, "init", "orthogonal"),
+              "action_mean_gain": getattr(args, "action_mean_gain", 1.0)}
+    if getattr(args, "value_norm", False):  # only when on: older versions load the rest
+        kwargs["value_norm"] = True
+    return kwargs
 
 
 def make_policy(obs_shape: Sequence[int], action_space: gym.Space, kwargs: dict,
@@ -58,12 +62,15 @@ class Policy(nn.Module):
     init of the Linear and Conv2d layers by PyTorch's own (SB3's ``ortho_init=False``).
     ``precision="bf16"`` runs the base under bfloat16 autocast (``forward_base``); the
     parameters, the heads and all that is computed from their outputs stay fp32.
+    ``value_norm``: the value head predicts in units of the returns' running std (``ValueNorm``);
+    every value this class returns is in reward units.
     """
 
     def __init__(self, obs_shape: Sequence[int], action_space: gym.Space,
                  base: "Callable[..., NNBase] | None" = None, base_kwargs: dict | None = None,
                  log_std_init: float = 0.0, init: str = "orthogonal",
-                 action_mean_gain: float = 1.0, precision: str = "fp32") -> None:
+                 action_mean_gain: float = 1.0, precision: str = "fp32",
+                 value_norm: bool = False) -> None:
         super().__init__()
         if init not in INITS:
             raise ConfigError(f"unknown init {init!r}; expected one of {', '.join(INITS)}")
@@ -105,6 +112,7 @@ class Policy(nn.Module):
             for m in self.modules():
                 if isinstance(m, (nn.Linear, nn.Conv2d)):
                     m.reset_parameters()
+        self.value_norm = ValueNorm() if value_norm else None
 
     @property
     def is_recurrent(self) -> bool:
@@ -128,10 +136,14 @@ class Policy(nn.Module):
         entropies, ratios and losses are fp32. The value head computes in fp32 (``NNBase._value``).
         """
         if self.precision == "fp32":
-            return self.base(inputs, rnn_hxs, masks)
-        with torch.autocast(inputs.device.type, dtype=torch.bfloat16):
             value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
-        return value.float(), actor_features.float(), rnn_hxs.float()
+        else:
+            with torch.autocast(inputs.device.type, dtype=torch.bfloat16):
+                value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
+            value, actor_features, rnn_hxs = value.float(), actor_features.float(), rnn_hxs.float()
+        if self.value_norm is not None:  # the head's units -> reward units
+            value = value * self.value_norm.scale
+        return value, actor_features, rnn_hxs
 
     def act(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
             deterministic: bool = False

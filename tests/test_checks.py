@@ -21,6 +21,7 @@ def parsed(*argv: str):
     (["--algo", "a2c", "--recompute-advantages"], ["--recompute-advantages", "--algo a2c"]),
     (["--algo", "ppo", "--recompute-advantages", "--recurrent-policy"],
      ["--recompute-advantages", "--recurrent-policy"]),
+    (["--algo", "acktr", "--value-norm"], ["--value-norm", "--algo acktr"]),
     (["--lr-decay-horizon", "100"], ["--use-linear-lr-decay"]),
     (["--num-env-steps", "10"], ["--num-env-steps (10)", "one rollout"]),
     (["--compile", "--algo", "acktr"], ["--compile", "acktr"]),

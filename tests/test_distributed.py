@@ -114,14 +114,15 @@ def test_process_group_is_gone_after_the_run(two_ranks):
         assert not [n for n in names if "gloo" in n], names
 
 
-def test_acktr_and_ray_workers_are_refused_under_torchrun(tmp_path, capsys, monkeypatch):
+def test_what_torchrun_cannot_run_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     dirs = ["--log-dir", str(tmp_path / "l"), "--save-dir", str(tmp_path / "s")]
     for extra, needle in [(["--algo", "acktr"], "--algo acktr cannot run under torchrun"),
                           (["--num-workers", "2"], "exclude each other"),
                           (["--async-rollouts"], "--async-rollouts cannot run under torchrun"),
-                          (["--gail"], "--gail cannot run under torchrun")]:
+                          (["--gail"], "--gail cannot run under torchrun"),
+                          (["--algo", "ppo", "--value-norm"], "--value-norm cannot run under torchrun")]:
         with pytest.raises(SystemExit) as exc:
             main.main(["--env-name", "CartPole-v1"] + extra + dirs)
         assert exc.value.code == 2

@@ -130,3 +130,14 @@ def test_checkpoint_without_env_state_resumes_approximately(tmp_path, capsys):
     capsys.readouterr()
     train(tmp_path, "run", argv, 128, resume=True)
     assert "approximately, from new episodes: the checkpoint holds no env state" in capsys.readouterr().err
+
+
+def test_value_norm_and_recomputed_advantages_resume_exactly(tmp_path):
+    """The returns' statistics are buffers of the policy: saved, restored, the same run."""
+    argv = CARTPOLE + ["--vec-env", "native", "--value-norm", "--recompute-advantages"]
+    straight = train(tmp_path, "straight", argv, 256)
+    train(tmp_path, "resumed", argv, 128)
+    resumed = train(tmp_path, "resumed", argv, 256, resume=True)
+    assert_same_run(straight, resumed)
+    weights = load_checkpoint(resumed.checkpoint)["actor_critic"]
+    assert weights["value_norm.count"].item() > 256 and weights["value_norm.scale"].item() != 1.0

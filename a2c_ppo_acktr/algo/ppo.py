@@ -37,6 +37,10 @@ class PPO:
     states, their returns and advantages are computed again with the current weights
     (``RolloutStorage.recompute_returns``; DI-engine's and Tianshou's ``recompute_adv``), and the
     clipped value loss is clipped around the new values; feed-forward policies only.
+
+    A ``Policy(value_norm=True)`` gets its value loss in the head's units (values, old values and
+    returns divided by ``value_norm.scale``; the clip range applies there too), and its
+    statistics updated with the rollout's returns after the epochs (``ValueNorm``).
     """
 
     def __init__(self, actor_critic: Policy, clip_param: float, ppo_epoch: int,
@@ -107,6 +111,8 @@ class PPO:
                 self._adapt_lr(((totals[3] - epoch_kl) / (num_updates - epoch_start)).item(),
                                self.desired_kl)
 
+        if self.actor_critic.value_norm is not None:  # for the next rollout's values
+            self.actor_critic.value_norm.update(rollouts.returns[:-1])
         value_loss, action_loss, dist_entropy, approx_kl, clip_fraction = (
             (totals / num_updates).tolist())
         self.stats = {"approx_kl": approx_kl, "clip_fraction": clip_fraction}
@@ -132,14 +138,18 @@ class PPO:
         surr2 = torch.clamp(ratio, 1.0 - self.clip_param, 1.0 + self.clip_param) * adv
         action_loss = -torch.min(surr1, surr2).mean()
 
+        old_values, returns = b.value_preds, b.returns
+        if self.actor_critic.value_norm is not None:  # the loss in the value head's units
+            scale = self.actor_critic.value_norm.scale
+            values, old_values, returns = values / scale, old_values / scale, returns / scale
         if self.use_clipped_value_loss:
-            value_pred_clipped = b.value_preds + (values - b.value_preds).clamp(
+            value_pred_clipped = old_values + (values - old_values).clamp(
                 -self.clip_param, self.clip_param)
-            value_losses = (values - b.returns).pow(2)
-            value_losses_clipped = (value_pred_clipped - b.returns).pow(2)
+            value_losses = (values - returns).pow(2)
+            value_losses_clipped = (value_pred_clipped - returns).pow(2)
             value_loss = 0.5 * torch.max(value_losses, value_losses_clipped).mean()
         else:
-            value_loss = 0.5 * (b.returns - values).pow(2).mean()
+            value_loss = 0.5 * (returns - values).pow(2).mean()
 
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()

@@ -177,6 +177,9 @@ def build_parser() -> Parser:
                    help="PPO: before each epoch after the first, compute the values, returns and "
                    "advantages again with the current network (DI-engine's and Tianshou's "
                    "recompute_adv); feed-forward policies only (default: once per update)")
+    g.add_argument("--value-norm", action="store_true", default=False,
+                   help="PPO: the value head predicts in units of the returns' running standard "
+                   "deviation, its loss computed there (DI-engine's value_norm) (default: off)")
     g.add_argument("--no-clipped-value-loss", action="store_true", default=False,
                    help="PPO: plain squared value error instead of the original's value loss "
                    "clipped by --clip-param (SB3's default)")

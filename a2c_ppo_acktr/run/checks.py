@@ -114,6 +114,9 @@ def _check_combinations(args: argparse.Namespace) -> None:
             raise ConfigError("--recompute-advantages needs a feed-forward policy, not "
                               "--recurrent-policy: its values depend on hidden states kept from "
                               "the old weights")
+    if args.value_norm and args.algo != "ppo":
+        raise ConfigError(f"--value-norm scales PPO's value loss; --algo {args.algo} does not "
+                          "use it")
     if args.lr_decay_horizon is not None and not args.use_linear_lr_decay:
         raise ConfigError("--lr-decay-horizon is the horizon of --use-linear-lr-decay, which is "
                           "off")

@@ -11,8 +11,8 @@ update on it; the ranks stay one learner because
   new data as moments, as the Ray workers do), so every rank normalizes alike;
 - rank 0 alone checks and cleans the run directories, logs, saves and evaluates.
 
-Not supported: ACKTR (K-FAC's curvature statistics are per rank, so the ranks' steps would differ)
-and ``--num-workers`` (Ray workers) together with torchrun.
+Not supported: ACKTR and ``--value-norm`` (K-FAC's curvature statistics and the returns' would be
+per rank, so the ranks' steps would differ) and ``--num-workers`` (Ray workers) with torchrun.
 """
 import importlib
 import os
@@ -59,6 +59,10 @@ class DDP:
         if args.algo == "acktr":
             raise ConfigError("--algo acktr cannot run under torchrun: K-FAC's curvature "
                               "statistics would differ per rank; use a2c or ppo, or Ray workers "
+                              "(--num-workers)")
+        if args.value_norm:
+            raise ConfigError("--value-norm cannot run under torchrun: each rank's statistics "
+                              "of the returns would differ; drop it, or use Ray workers "
                               "(--num-workers)")
         if args.num_workers:
             raise ConfigError("--num-workers (Ray rollout workers) and torchrun exclude each "
