@@ -142,14 +142,16 @@ class RolloutStorage:
                 self.returns[t] = self.rewards[t] + gamma * (
                     masks[t] * self.returns[t + 1] + bootstrap[t])
 
-    @torch.no_grad()
-    def recompute_returns(self, actor_critic: Policy, chunk: int = 1024) -> None:
+    @torch.inference_mode()
+    def recompute_returns(self, actor_critic: Policy, chunk: int = 256) -> None:
         """``value_preds`` of every step, the bootstrap slot included, from ``actor_critic``'s
         current weights, then ``returns`` with the settings of the last ``compute_returns``: what
         PPO's ``recompute_advantages`` does between epochs (DI-engine's and Tianshou's
         ``recompute_adv``). Feed-forward policies only: a recurrent policy's values depend on
         hidden states the rollout holds from the old weights. A time-limit truncation keeps its
-        stored ``bootstrap_values`` (the final observation is not stored)."""
+        stored ``bootstrap_values`` (the final observation is not stored). ``chunk`` samples go
+        through the network at a time: Atari's first conv output stays under the 32 MB above
+        which malloc maps (and page-faults) each allocation afresh (``speed.keep_freed_memory``)."""
         if actor_critic.is_recurrent:
             raise ConfigError("recomputing the values needs a feed-forward policy, not a "
                               "recurrent one")
