@@ -104,9 +104,12 @@ def test_bad_arguments_exit_with_one_line(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_ppo_solves_cartpole(tmp_path):
-    """The README's command: mean of the last 20 episodes >= 475 within 100k env steps."""
-    paths = run(tmp_path, CARTPOLE_PPO + ["--seed", "1", "--log-interval", "50"])
+@pytest.mark.parametrize("extra", [[], ["--value-norm", "--recompute-advantages"]],
+                         ids=["original", "DI-engine's value and advantages"])
+def test_ppo_solves_cartpole(tmp_path, extra):
+    """The README's command: mean of the last 20 episodes >= 475 within 100k env steps; also with
+    the values in units of the returns' std, recomputed each epoch."""
+    paths = run(tmp_path, CARTPOLE_PPO + ["--seed", "1", "--log-interval", "50"] + extra)
     returns = monitor_returns(paths.log_dir)
     assert np.mean(returns[-20:]) >= 475, returns[-20:]
 
