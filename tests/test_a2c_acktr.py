@@ -93,6 +93,22 @@ def test_acktr_diag_gaussian_moves_mean_and_logstd():
     assert not torch.equal(policy.dist.logstd.detach(), before_logstd)  # plain-gradient parameter
 
 
+def test_acktr_kl_clip_setting_scales_the_step():
+    """A trust region too wide to bind leaves the step whole (scale 1); a narrow one shrinks it."""
+    scales = []
+    for kl_clip in (1e30, 1e-9):
+        torch.manual_seed(0)
+        policy = Policy((4,), spaces.Discrete(2))
+        agent = A2C_ACKTR(policy, 0.5, 0.01, acktr=True, kfac={"kl_clip": kl_clip})
+        r = RolloutStorage(5, 3, (4,), spaces.Discrete(2), 1)
+        r.obs.normal_()
+        r.actions.random_(0, 2)
+        r.returns.normal_()
+        agent.update(r)
+        scales.append(agent.stats["kl_clip_scale"])
+    assert scales[0] == 1.0 and 0 < scales[1] < 1e-2
+
+
 def test_acktr_cnn_base_updates_conv_layers():
     torch.manual_seed(0)
     policy = Policy((4, 84, 84), spaces.Discrete(3), base_kwargs={"hidden_size": 32})
@@ -105,6 +121,7 @@ def test_acktr_cnn_base_updates_conv_layers():
     before = [m.weight.detach().clone() for m in convs]
     losses = agent.update(r)
     assert all(map(math.isfinite, losses))
+    assert 0 < agent.stats["kl_clip_scale"] <= 1  # K-FAC's trust-region factor, logged
     for m, w in zip(convs, before):
         state = agent.optimizer.state[m.weight]
         k = m.in_channels * m.kernel_size[0] * m.kernel_size[1] + 1
@@ -123,10 +140,12 @@ def test_acktr_cli():
 def test_acktr_learns_cartpole(tmp_path):
     """ACKTR with K-FAC's defaults on CartPole: 60k steps, ~8 s. Seen for seed 1: the mean of the
     last 20 episodes is 500.0 (seeds 2, 3: 244, 498)."""
-    from tests.test_main import monitor_returns, run
+    from tests.test_main import monitor_returns, progress_rows, run
 
     paths = run(tmp_path, ["--algo", "acktr", "--env-name", "CartPole-v1", "--num-processes", "8",
                            "--num-steps", "20", "--num-env-steps", "60000", "--seed", "1",
                            "--log-interval", "100"])
     returns = monitor_returns(paths.log_dir)
     assert np.mean(returns[-20:]) >= 400, returns[-20:]
+    scales = [float(r["kl_clip_scale"]) for r in progress_rows(paths.log_dir)]
+    assert scales and all(0 < s <= 1 for s in scales), scales  # the trust region's factor

@@ -36,6 +36,17 @@ def test_make_agent_builds_the_flags_algorithm(algo, cls, optimizer):
         assert agent.num_mini_batch == 4 and agent.clip_param == args.clip_param
 
 
+def test_make_agent_gives_kfac_the_flags_settings_and_its_defaults_otherwise():
+    def group(*flags):
+        args = get_args(["--algo", "acktr", *flags])
+        return build.make_agent(args, Policy((3,), spaces.Discrete(2))).optimizer.param_groups[0]
+    defaults = group()
+    assert (defaults["lr"], defaults["kl_clip"], defaults["damping"]) == (0.25, 0.001, 0.01)
+    given = group("--kfac-lr", "0.1", "--kfac-kl-clip", "0.01", "--kfac-damping", "0.001")
+    assert (given["lr"], given["kl_clip"], given["damping"]) == (0.1, 0.01, 0.001)
+    assert given["momentum"] == defaults["momentum"] == 0.9
+
+
 def test_make_agent_refuses_an_unknown_algorithm():
     args = get_args([])
     args.algo = "trpo"  # past the parser, as a caller building args by hand could

@@ -25,6 +25,9 @@ def parsed(*argv: str):
     (["--lr-decay-horizon", "100"], ["--use-linear-lr-decay"]),
     (["--num-env-steps", "10"], ["--num-env-steps (10)", "one rollout"]),
     (["--compile", "--algo", "acktr"], ["--compile", "acktr"]),
+    (["--algo", "acktr", "--kfac-kl-clip", "0"], ["--kfac-kl-clip", "positive", "got 0"]),
+    (["--algo", "acktr", "--kfac-damping", "-1"], ["--kfac-damping", "positive", "got -1"]),
+    (["--algo", "ppo", "--kfac-lr", "0.1"], ["--kfac-lr", "K-FAC", "--algo ppo"]),
 ])
 def test_bad_values_raise_one_line_naming_the_flag(argv, words):
     with pytest.raises(ConfigError) as e:

@@ -134,18 +134,21 @@ def test_running_average_and_hooks_only_record_under_acc_stats():
 def test_kl_clip_bounds_the_step():
     """Clipped step = nu * unclipped step, lr^2 nu^2 v^T grad = kl_clip (v: the natural grad)."""
     x = torch.randn(8, 3, dtype=torch.float64)
-    results = []
+    results, reported = [], []
     for kl_clip in (1e30, 1e-6):
         torch.manual_seed(3)
         lin = nn.Linear(3, 2).double()
         opt = make_opt(lin, lr=0.25, kl_clip=kl_clip)
         accumulate(lin, opt, x)
         results.append(take_plain_step(lin, opt, x))
+        reported.append(opt.nu)
     (grads, free), (_, clipped) = results
     v = [s / 0.25 for s in free]
     nu = (clipped[0] / free[0]).flatten()
     torch.testing.assert_close(nu, torch.full_like(nu, nu[0].item()))
     assert 0 < nu[0] < 1
+    # opt.nu (ACKTR's logged kl_clip_scale) is the factor the step was scaled by
+    assert reported == [1.0, pytest.approx(nu[0].item(), rel=1e-9)]
     kl = nu[0] ** 2 * 0.25 ** 2 * sum((vi * g).sum() for vi, g in zip(v, grads))
     assert kl.item() == pytest.approx(1e-6, rel=1e-9)
 

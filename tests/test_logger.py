@@ -1,10 +1,9 @@
 """The scalar CSV log (append on resume) and the live progress line (TTY only)."""
 import csv
 import io
+import math
 
-import pytest
-
-from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger
+from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
 
 
 def test_scalar_log_appends_on_resume(tmp_path):
@@ -13,12 +12,27 @@ def test_scalar_log_appends_on_resume(tmp_path):
     log.close()
     log = ScalarLogger(str(tmp_path), tensorboard=False, append=True)
     log.log({"timesteps": 2}, 2)
-    with pytest.raises(KeyError):
-        log.log({"timesteps": 3, "new_column": 1.0}, 3)
     log.close()
     with open(tmp_path / "progress.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["timesteps"] for r in rows] == ["1", "2"] and rows[1]["fps"] == ""
+
+
+def test_a_new_column_widens_the_log(tmp_path):
+    """A run resumed by a version that logs one more column: the column is added, nothing lost."""
+    log = ScalarLogger(str(tmp_path), tensorboard=False)
+    log.log({"timesteps": 1, "fps": 10.0}, 1)
+    log.close()
+    log = ScalarLogger(str(tmp_path), tensorboard=False, append=True)
+    log.log({"timesteps": 2, "fps": 11.0, "kl_clip_scale": 0.5}, 2)
+    log.log({"timesteps": 3, "fps": 12.0, "kl_clip_scale": 0.25}, 3)
+    log.close()
+    with open(tmp_path / "progress.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["timesteps", "fps", "kl_clip_scale"]
+    assert [(r["timesteps"], r["fps"], r["kl_clip_scale"]) for r in rows] == [
+        ("1", "10.0", ""), ("2", "11.0", "0.5"), ("3", "12.0", "0.25")]
+    assert not (tmp_path / "progress.csv.tmp").exists()
 
 
 class FakeTTY(io.StringIO):
@@ -36,3 +50,16 @@ def test_progress_line_only_on_a_terminal():
     plain = io.StringIO()
     ProgressLine(1000, stream=plain).update(250, 50.0, 12.5)
     assert plain.getvalue() == ""
+
+
+def test_report_shows_each_algorithms_own_statistics():
+    """PPO's approx KL and clip fraction, ACKTR's K-FAC trust-region factor; A2C neither."""
+    def report(stats):
+        row = progress_row(3, 640, 100, [1.0, 3.0], (0.5, -0.1, 1.2), stats, 0.25, 9.0)
+        return row, format_report(row, 2)
+    row, text = report({"kl_clip_scale": 0.25})
+    assert row["kl_clip_scale"] == 0.25 and "kl-clip scale 0.250" in text and "approx kl" not in text
+    row, text = report({"approx_kl": 0.01, "clip_fraction": 0.1})
+    assert math.isnan(row["kl_clip_scale"]) and "approx kl 0.0100" in text and "kl-clip" not in text
+    _, text = report({})
+    assert "approx kl" not in text and "kl-clip" not in text

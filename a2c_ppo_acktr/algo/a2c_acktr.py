@@ -1,4 +1,6 @@
 """Advantage actor-critic (A2C, synchronous A3C) and ACKTR on the whole rollout as one batch."""
+from typing import Any
+
 import torch
 import torch.nn as nn
 import torch.optim as optim
@@ -16,26 +18,30 @@ class A2C_ACKTR:
     One gradient step per rollout on the loss
     ``value_loss_coef * E[(R - V)^2] - E[A * log pi(a|s)] - entropy_coef * H``.
 
-    ACKTR (as the original) builds ``KFACOptimizer(actor_critic)`` with its own defaults
-    (lr 0.25, momentum 0.9, kl_clip 0.001, damping 0.01, stat_decay 0.99): ``lr``, ``eps``,
-    ``alpha`` and ``max_grad_norm`` are ignored (the KL clip bounds the step instead of gradient
-    clipping). Before each step the Fisher statistics are accumulated from the backward pass of
-    the sampled Fisher loss ``-E[log pi(a~|s)] - E[(V - (V + noise))^2]`` with actions ``a~``
-    drawn from the current policy and unit Gaussian noise on the values. ``lr_decay_horizon``:
-    the original's linear decay to 0 at that many env steps (``adjust_lr``).
+    ACKTR (as the original) builds ``KFACOptimizer(actor_critic, **kfac)`` with its own defaults
+    (lr 0.25, momentum 0.9, kl_clip 0.001, damping 0.01, stat_decay 0.99) where ``kfac`` does not
+    name them: ``lr``, ``eps``, ``alpha`` and ``max_grad_norm`` are ignored (the KL clip bounds
+    the step instead of gradient clipping). Before each step the Fisher statistics are
+    accumulated from the backward pass of the sampled Fisher loss
+    ``-E[log pi(a~|s)] - E[(V - (V + noise))^2]`` with actions ``a~`` drawn from the current
+    policy and unit Gaussian noise on the values. After each ACKTR update ``self.stats`` holds
+    ``kl_clip_scale``, the factor the KL clip scaled that step by (1: the clip did not bind).
+    ``lr_decay_horizon``: the original's linear decay to 0 at that many env steps
+    (``adjust_lr``; under ACKTR it decays K-FAC's lr).
     """
 
     def __init__(self, actor_critic: Policy, value_loss_coef: float, entropy_coef: float,
                  lr: float | None = None, eps: float | None = None, alpha: float | None = None,
                  max_grad_norm: float | None = None, acktr: bool = False,
-                 lr_decay_horizon: int | None = None) -> None:
+                 lr_decay_horizon: int | None = None, kfac: dict[str, Any] | None = None
+                 ) -> None:
         self.actor_critic = actor_critic
         self.acktr = acktr
         self.value_loss_coef = value_loss_coef
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
         # ACKTR's optimizer, for its Fisher statistics (the same object as self.optimizer).
-        self.kfac = KFACOptimizer(actor_critic) if acktr else None
+        self.kfac = KFACOptimizer(actor_critic, **(kfac or {})) if acktr else None
         self.optimizer: optim.Optimizer
         if self.kfac is not None:
             self.optimizer = self.kfac
@@ -84,6 +90,8 @@ class A2C_ACKTR:
         if not self.acktr and self.max_grad_norm is not None:  # (never None without ACKTR)
             nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm, foreach=True)
         self.optimizer.step()
+        if self.kfac is not None:
+            self.stats = {"kl_clip_scale": self.kfac.nu}
         value_loss, action_loss, dist_entropy = stats.tolist()
         return value_loss, action_loss, dist_entropy
 

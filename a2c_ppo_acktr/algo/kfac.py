@@ -113,6 +113,7 @@ class KFACOptimizer(torch.optim.Optimizer):
         super().__init__(model.parameters(), defaults)
         self.model = model
         self.acc_stats = False
+        self.nu = 1.0  # the last step's KL-clip factor: < 1 where the trust region bound it
         self.modules = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
         for m in self.modules:
             m.register_forward_hook(self._forward_hook)
@@ -221,6 +222,7 @@ class KFACOptimizer(torch.optim.Optimizer):
         vg_sum = sum((updates[p] * p.grad).sum() for p in params) * lr * lr if params else 0.0
         vg_sum = float(vg_sum)
         nu = min(1.0, math.sqrt(group["kl_clip"] / vg_sum)) if vg_sum > 0 else 1.0
+        self.nu = nu
 
         step_size = lr * (1 - momentum)  # the original's optim.SGD(lr * (1 - momentum), momentum)
         for p in params:

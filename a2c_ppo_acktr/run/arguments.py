@@ -47,7 +47,8 @@ def build_parser() -> Parser:
     p = Parser(description="A2C, PPO, ACKTR and GAIL for gymnasium environments")
     p.add_argument("--algo", default="a2c", metavar="{" + ",".join(ALGOS) + "}",
                    help="algorithm: " + " | ".join(ALGOS) + " (acktr uses K-FAC's own lr 0.25, "
-                   "momentum 0.9, kl-clip 0.001 and ignores --lr, --eps, --alpha, --max-grad-norm)")
+                   "momentum 0.9, kl-clip 0.001 (the --kfac-* options) and ignores --lr, --eps, "
+                   "--alpha, --max-grad-norm)")
     p.add_argument("--lr", type=float, default=7e-4, help="learning rate (default: 7e-4)")
     p.add_argument("--eps", type=float, default=1e-5,
                    help="RMSprop / Adam optimizer epsilon (default: 1e-5)")
@@ -183,6 +184,17 @@ def build_parser() -> Parser:
     g.add_argument("--no-clipped-value-loss", action="store_true", default=False,
                    help="PPO: plain squared value error instead of the original's value loss "
                    "clipped by --clip-param (SB3's default)")
+    # ACKTR's optimizer (a2c_ppo_acktr/algo/kfac.py); the defaults are the original's.
+    g = p.add_argument_group("ACKTR (K-FAC) options")
+    g.add_argument("--kfac-lr", type=float, default=None,
+                   help="ACKTR: K-FAC's learning rate; --use-linear-lr-decay decays it (default: "
+                   "0.25; --lr is A2C's and PPO's)")
+    g.add_argument("--kfac-kl-clip", type=float, default=None, metavar="KL",
+                   help="ACKTR: the trust region: a step whose predicted KL, lr^2 * the natural "
+                   "gradient . the gradient, exceeds KL is scaled down to it (default: 0.001)")
+    g.add_argument("--kfac-damping", type=float, default=None,
+                   help="ACKTR: added to the Fisher factors' eigenvalue products before they are "
+                   "inverted (default: 0.01)")
     # How fast the learner runs, not what it computes (a2c_ppo_acktr/speed.py).
     g = p.add_argument_group("speed options")
     g.add_argument("--precision", choices=PRECISIONS, default="fp32",

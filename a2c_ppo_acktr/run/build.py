@@ -47,8 +47,15 @@ def make_agent(args: argparse.Namespace, actor_critic: Policy) -> algo.Agent:
     if args.algo in ("a2c", "acktr"):
         return algo.A2C_ACKTR(actor_critic, args.value_loss_coef, args.entropy_coef, lr=args.lr,
                               eps=args.eps, alpha=args.alpha, max_grad_norm=args.max_grad_norm,
-                              acktr=args.algo == "acktr", lr_decay_horizon=horizon)
+                              acktr=args.algo == "acktr", lr_decay_horizon=horizon,
+                              kfac=kfac_settings(args))
     raise ConfigError(f"unknown --algo {args.algo!r}; choose one of: {', '.join(algo.ALGOS)}")
+
+
+def kfac_settings(args: argparse.Namespace) -> dict[str, float]:
+    """The K-FAC settings the flags give (``--kfac-lr`` ...); the rest keep K-FAC's defaults."""
+    given = {"lr": args.kfac_lr, "kl_clip": args.kfac_kl_clip, "damping": args.kfac_damping}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def make_gail(args: argparse.Namespace, envs: RunEnvs, device: torch.device

@@ -81,7 +81,8 @@ def _check_ranges(args: argparse.Namespace) -> None:
         if getattr(args, name) < 0:
             raise ConfigError(f"{option(name)} must be 0 or a positive integer, "
                               f"got {getattr(args, name)}")
-    for name in ("lr", "eps", "max_grad_norm", "clip_param", "action_mean_gain", "desired_kl"):
+    for name in ("lr", "eps", "max_grad_norm", "clip_param", "action_mean_gain", "desired_kl",
+                 "kfac_lr", "kfac_kl_clip", "kfac_damping"):
         value = getattr(args, name)
         if value is not None and not value > 0:
             raise ConfigError(f"{option(name)} must be positive, got {value}")
@@ -114,6 +115,10 @@ def _check_combinations(args: argparse.Namespace) -> None:
             raise ConfigError("--recompute-advantages needs a feed-forward policy, not "
                               "--recurrent-policy: its values depend on hidden states kept from "
                               "the old weights")
+    for name in ("kfac_lr", "kfac_kl_clip", "kfac_damping"):
+        if getattr(args, name) is not None and args.algo != "acktr":
+            raise ConfigError(f"{option(name)} sets ACKTR's K-FAC optimizer; --algo {args.algo} "
+                              "does not use it")
     if args.value_norm and args.algo != "ppo":
         raise ConfigError(f"--value-norm scales PPO's value loss; --algo {args.algo} does not "
                           "use it")

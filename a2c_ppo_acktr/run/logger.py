@@ -16,10 +16,11 @@ if TYPE_CHECKING:  # tensorboard is optional: imported where a logger is made
 class ScalarLogger:
     """Appends one row of scalars per call to ``<log_dir>/<filename>``.
 
-    The first row fixes the CSV columns; later rows may omit columns (left empty) but may not add
-    new ones, so the file stays one table any CSV reader loads. With ``append=True`` an existing
-    file is continued (a resumed run) instead of replaced. ``hparams``: a run's config
-    (run/config.py), shown in TensorBoard's HPARAMS tab.
+    The first row fixes the CSV columns; later rows may omit columns (left empty). A row with a
+    new column (a run resumed by a version that logs more) rewrites the file, atomically, with the
+    column added and the earlier rows' cells empty, so it stays one table any CSV reader loads.
+    With ``append=True`` an existing file is continued (a resumed run) instead of replaced.
+    ``hparams``: a run's config (run/config.py), shown in TensorBoard's HPARAMS tab.
     """
 
     def __init__(self, log_dir: str, filename: str = "progress.csv", tensorboard: bool = True,
@@ -55,15 +56,34 @@ class ScalarLogger:
             self._writer = csv.DictWriter(self._file, fieldnames=self._fields)
             self._writer.writeheader()
         assert self._fields is not None and self._file is not None  # set with the writer
-        unknown = set(row) - set(self._fields)
+        unknown = [k for k in row if k not in self._fields]
         if unknown:
-            raise KeyError(f"columns {sorted(unknown)} are not in {self.path}'s header")
+            self._widen(self._fields + unknown)
+        assert self._writer is not None and self._file is not None
         self._writer.writerow(row)
         self._file.flush()
         if self._tb is not None:
             for key, value in row.items():
                 if isinstance(value, (int, float)) and not math.isnan(value):
                     self._tb.add_scalar(key, value, step)
+
+    def _widen(self, fields: list[str]) -> None:
+        """Rewrite the file with the header ``fields`` (the old columns first), then append."""
+        assert self._file is not None
+        self._file.close()
+        with open(self.path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self._fields = fields
+        self._file = open(self.path, "a", newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=fields)
 
     def close(self) -> None:
         if self._file is not None:
@@ -132,6 +152,7 @@ def progress_row(update: int, env_steps: int, fps: int, returns: list[float],
             "value_loss": value_loss, "action_loss": action_loss, "entropy": entropy,
             "approx_kl": agent_stats.get("approx_kl", float("nan")),
             "clip_fraction": agent_stats.get("clip_fraction", float("nan")),
+            "kl_clip_scale": agent_stats.get("kl_clip_scale", float("nan")),
             "lr": lr, "time": elapsed, **extra}
 
 
@@ -147,6 +168,8 @@ def format_report(row: dict, episodes: int) -> str:
              f"action loss {row['action_loss']:.4f}"]
     if math.isfinite(row["approx_kl"]):  # PPO only
         lines[-1] += f", approx kl {row['approx_kl']:.4f}, clip fraction {row['clip_fraction']:.3f}"
+    if math.isfinite(row.get("kl_clip_scale", float("nan"))):  # ACKTR only
+        lines[-1] += f", kl-clip scale {row['kl_clip_scale']:.3f}"
     if "time_step_duration_mean" in row:  # real-time envs
         lines.append(f" real-time time-outs {row['timeouts']}, time step "
                      f"{1e3 * row['time_step_duration_mean']:.1f}±"
