@@ -16,6 +16,7 @@ from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.checkpoint import RunPaths, check_checkpoint
+from a2c_ppo_acktr.run.checks import KFAC_OPTIONS
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
 from a2c_ppo_acktr.sampling.ray_learner import RayCollector, WorkerGroup
@@ -54,8 +55,8 @@ def make_agent(args: argparse.Namespace, actor_critic: Policy) -> algo.Agent:
 
 def kfac_settings(args: argparse.Namespace) -> dict[str, float]:
     """The K-FAC settings the flags give (``--kfac-lr`` ...); the rest keep K-FAC's defaults."""
-    given = {"lr": args.kfac_lr, "kl_clip": args.kfac_kl_clip, "damping": args.kfac_damping}
-    return {k: v for k, v in given.items() if v is not None}
+    return {name.removeprefix("kfac_"): getattr(args, name) for name in KFAC_OPTIONS
+            if getattr(args, name) is not None}
 
 
 def make_gail(args: argparse.Namespace, envs: RunEnvs, device: torch.device

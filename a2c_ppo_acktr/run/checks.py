@@ -12,6 +12,9 @@ from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.run.recipes import option
 
+# ACKTR's optimizer flags: --kfac-X sets KFACOptimizer's X (run/build.py's kfac_settings).
+KFAC_OPTIONS = ("kfac_lr", "kfac_kl_clip", "kfac_damping")
+
 
 def _literal(text):
     """'0.02' -> 0.02, '200' -> 200, 'true'/'True' -> True, 'none' -> None, other text stays text."""
@@ -82,7 +85,7 @@ def _check_ranges(args: argparse.Namespace) -> None:
             raise ConfigError(f"{option(name)} must be 0 or a positive integer, "
                               f"got {getattr(args, name)}")
     for name in ("lr", "eps", "max_grad_norm", "clip_param", "action_mean_gain", "desired_kl",
-                 "kfac_lr", "kfac_kl_clip", "kfac_damping"):
+                 *KFAC_OPTIONS):
         value = getattr(args, name)
         if value is not None and not value > 0:
             raise ConfigError(f"{option(name)} must be positive, got {value}")
@@ -115,7 +118,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
             raise ConfigError("--recompute-advantages needs a feed-forward policy, not "
                               "--recurrent-policy: its values depend on hidden states kept from "
                               "the old weights")
-    for name in ("kfac_lr", "kfac_kl_clip", "kfac_damping"):
+    for name in KFAC_OPTIONS:
         if getattr(args, name) is not None and args.algo != "acktr":
             raise ConfigError(f"{option(name)} sets ACKTR's K-FAC optimizer; --algo {args.algo} "
                               "does not use it")
