@@ -10,7 +10,9 @@ commands) and ``<out>/<env>.png`` (learning curves, seed band min-max), and prin
 line and the table. With ``--reuse`` a run
 whose checkpoint already holds the whole budget is read, not trained again, and one cut short
 (stopped by a signal, which saves its checkpoint) continues with ``main.py --resume``: a suite cut
-short continues, and seeds run apart (other ``--out`` dirs, linked in) make one table.
+short continues, and seeds run apart (other ``--out`` dirs, linked in) make one table. Ctrl-C or
+SIGTERM, to this process alone or to its group, stops the runs under way (each saves) and starts
+no more; the table then holds the runs that finished.
 ``--thresholds 18 20`` adds, per run, the env steps and training minutes at which the log's mean
 of the last 10 training episodes first reached each return (its ``progress.csv``; "-": not
 within the budget).
@@ -42,11 +44,13 @@ from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import CheckpointError, load_checkpoint
 from a2c_ppo_acktr.run.history import evaluate_checkpoint
+from a2c_ppo_acktr.run.interrupt import Children
 from curves import aggregate, env_filename, plot_curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAST_EPISODES = 10
 EVAL_EPISODES = 10  # of the final policy, deterministic: what the zoo's tables report
+CHILDREN = Children()  # the main.py runs; a signal to this process reaches them
 
 
 
@@ -134,7 +138,10 @@ def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = 
     env_vars = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(threads))}
     start = time.time()
     with open(os.path.join(run_dir, "stdout.log"), mode) as log:
-        rc = subprocess.call(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env_vars)
+        rc = CHILDREN.call(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env_vars)
+    if rc is None:  # stopped before its turn
+        return {"env": env, "recipe": label(name, vec_env), "seed": seed, "steps": steps,
+                "rc": None, "dir": run_dir, "score": None, "curve": None}
     wall = time.time() - start if mode == "w" else None  # resumed: the log's parts summed
     return read_result(env, label(name, vec_env), seed, steps, run_dir, rc, wall)
 
@@ -207,14 +214,17 @@ def format_reached(rows: list[dict], threshold: float) -> str:
 
 
 def run_line(r: dict, thresholds: Sequence[float] = ()) -> str:
+    head = f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: "
+    if r["rc"] is None:
+        return head + "not started (stopped before its turn)"
+    if r["rc"] in (130, 143) and (saved := saved_steps(r["dir"])) is not None:
+        return head + f"stopped at {saved[1]:,} steps (checkpoint saved); --reuse continues it"
     if r["score"] is None:
-        return (f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: FAILED (exit "
-                f"status {r['rc']}), see {os.path.join(r['dir'], 'stdout.log')}")
+        return head + f"FAILED (exit status {r['rc']}), see {os.path.join(r['dir'], 'stdout.log')}"
     final = "" if r["eval"] is None else (
         f", final policy {r['eval']:.1f} (deterministic, {EVAL_EPISODES} episodes)")
-    return (f"{r['env']} {r['recipe']} {r['steps']} steps seed {r['seed']}: mean of last "
-            f"{LAST_EPISODES} episodes {r['score']:.1f}{final}, wall {r['wall'] / 60:.1f} min, "
-            f"{r['fps']:.0f} fps"
+    return (head + f"mean of last {LAST_EPISODES} episodes {r['score']:.1f}{final}, "
+            f"wall {r['wall'] / 60:.1f} min, {r['fps']:.0f} fps"
             + "".join(f", {t:g} at {format_reached(r['rows'], t)}" for t in thresholds))
 
 
@@ -275,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             for s in args.seeds]
     results = []
     threads = max(1, (os.cpu_count() or 1) // args.jobs)  # each run's share of the cores
-    with ThreadPoolExecutor(args.jobs) as pool:
+    with CHILDREN, ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse, v, threads)
                    for e, name, v, s in jobs]
         for f in futures:
@@ -290,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     for path in write_curves(results, out):
         print(path)
+    if CHILDREN.signum is not None:
+        return 128 + CHILDREN.signum
     return 0 if all(r["score"] is not None for r in results) else 1
 
 

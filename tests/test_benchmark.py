@@ -2,8 +2,10 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -78,7 +80,7 @@ def test_each_run_gets_its_share_of_the_cores(tmp_path, monkeypatch):
     import benchmark
 
     seen = []
-    monkeypatch.setattr(benchmark.subprocess, "call",
+    monkeypatch.setattr(benchmark.CHILDREN, "call",
                         lambda argv, **kw: seen.append(kw["env"]["OMP_NUM_THREADS"]) or 1)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     benchmark.run_one("CartPole-v1", "tuned", 1, 2048, str(tmp_path), threads=2)
@@ -103,6 +105,37 @@ def test_reuse_continues_a_run_cut_short(tmp_path):
     log = (run / "stdout.log").read_text()
     assert log.startswith(before_log) and "resum" in log[len(before_log):].lower()
     assert again["wall"] == benchmark.elapsed(again["rows"])[-1]  # both parts' training time
+
+
+def test_sigterm_to_the_benchmark_alone_stops_and_saves_its_runs(tmp_path):
+    """``kill <pid>`` or ``timeout`` signal benchmark.py only: the run under way saves and stops
+    (it would otherwise train on, orphaned), the next is not started, the lines say so."""
+    out = tmp_path / "bench"
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
+         "--env", "CartPole-v1", "--seeds", "1", "2", "--num-env-steps", "10000000", "--jobs", "1",
+         "--out", str(out)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    run = out / "runs" / "CartPole-v1" / "tuned"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                len(p.read_text().splitlines()) > 1 for p in run.glob("seed1/logs/**/progress.csv")):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:  # a run left training if the signal was not passed on
+        proc.kill()
+        subprocess.run(["pkill", "-KILL", "-f", str(out)], check=False)
+    assert proc.returncode == 143, stderr
+    import benchmark
+    saved = benchmark.saved_steps(str(run / "seed1"))
+    assert saved is not None and 0 < saved[1] < 10_000_000
+    assert (f"CartPole-v1 tuned 10000000 steps seed 1: stopped at {saved[1]:,} steps (checkpoint "
+            "saved); --reuse continues it") in stdout
+    assert "CartPole-v1 tuned 10000000 steps seed 2: not started (stopped before its turn)" in stdout
+    assert not (run / "seed2" / "logs").exists()
 
 
 def test_benchmark_refuses_env_outside_suite(tmp_path):

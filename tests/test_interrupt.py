@@ -1,11 +1,15 @@
-"""run/interrupt.py: SIGINT / SIGTERM become a request to stop; a second one stops at once."""
+"""run/interrupt.py: SIGINT / SIGTERM become a request to stop; a second one stops at once; a parent
+passes them on to its children."""
 import os
 import signal
+import sys
 import threading
+import time
 
 import pytest
 
-from a2c_ppo_acktr.run.interrupt import SIGNALS, StopRequest
+from a2c_ppo_acktr.run import interrupt
+from a2c_ppo_acktr.run.interrupt import SIGNALS, Children, StopRequest
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -46,3 +50,41 @@ def test_outside_the_main_thread_nothing_is_installed():
     thread.join()
     assert seen == [(previous, False)]
     assert StopRequest().exit_status == 128 + signal.SIGINT  # no signal: as Ctrl-C's
+
+
+def test_the_same_signal_again_at_once_is_the_same_request(monkeypatch):
+    """A scheduler's SIGTERM to the group and the parent's copy of it arrive together: one
+    request. The same signal later, or another one, stops at once."""
+    with StopRequest() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # within REPEAT_S: the same request
+        assert stop.requested and stop.signum == signal.SIGTERM
+        monkeypatch.setattr(interrupt, "REPEAT_S", 0.0)
+        with pytest.raises(SystemExit) as exc:
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert exc.value.code == 128 + signal.SIGTERM
+
+
+CHILD = """import pathlib, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
+pathlib.Path(sys.argv[1]).touch()
+time.sleep(60)
+"""
+
+
+def test_children_get_the_parents_signal_and_no_more_start(tmp_path):
+    ready = tmp_path / "ready"
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    status = []
+    with Children() as children:
+        thread = threading.Thread(
+            target=lambda: status.append(children.call([sys.executable, "-c", CHILD, str(ready)])))
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)  # to this process alone, as `kill` or `timeout` send it
+        thread.join(30)
+        assert status == [7] and children.signum == signal.SIGTERM
+        assert children.call([sys.executable, "-c", "raise SystemExit(3)"]) is None  # not started
+    assert {s: signal.getsignal(s) for s in SIGNALS} == previous

@@ -1,15 +1,21 @@
 """Ctrl-C and SIGTERM as requests to stop: the training loop finishes its update, saves, exits;
-while the run starts, it is undone instead (``Interrupted``)."""
+while the run starts, it is undone instead (``Interrupted``). A parent of training runs passes
+them on (``Children``)."""
 import os
 import signal
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from a2c_ppo_acktr.errors import program
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The same signal again within this many seconds is the same request delivered twice: by a
+# scheduler (or Ctrl-C) to the whole group and by the parent that passes it on (``Children``).
+REPEAT_S = 1.0
 
 
 def while_starting(signum: int) -> str:
@@ -34,10 +40,10 @@ class Interrupted(Exception):
         self.exit_status = 128 + signum
 
 
-class StopRequest:
-    """Context manager: inside it, SIGINT and SIGTERM set ``signum`` instead of ending the process
-    (KeyboardInterrupt would lose the updates since the last save, with a traceback). A second
-    signal stops at once, without saving (exit status 128 + signal)."""
+class _Handling:
+    """Context manager: inside it, SIGINT and SIGTERM go to ``self._handle`` (from the main
+    thread, the only one that may set handlers; elsewhere nothing changes); ``signum``: the first
+    signal, or None."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -45,7 +51,7 @@ class StopRequest:
         self._previous: dict[int, Callable[..., Any] | int | None] = {}
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():  # the only one that may
+        if threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
         return self
 
@@ -54,12 +60,28 @@ class StopRequest:
             signal.signal(s, handler)
         self._previous = {}
 
+    def _handle(self, signum, frame) -> None:
+        raise NotImplementedError
+
+
+class StopRequest(_Handling):
+    """Inside it, SIGINT and SIGTERM set ``signum`` instead of ending the process
+    (KeyboardInterrupt would lose the updates since the last save, with a traceback). A second
+    signal stops at once, without saving (exit status 128 + signal), unless it is the first one
+    again within ``REPEAT_S``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._at = 0.0  # time.monotonic() of the request
+
     def _handle(self, signum, frame):
+        if self.signum is not None and signum == self.signum and time.monotonic() - self._at < REPEAT_S:
+            return
         if self.signum is not None:
             print(f"{program()}: {signal.Signals(signum).name} again: stopped without saving",
                   file=sys.stderr)
             raise SystemExit(128 + signum)
-        self.signum = signum
+        self.signum, self._at = signum, time.monotonic()
 
     def check(self, requested: bool | None = None) -> None:
         """Raise ``Interrupted`` if a stop was requested (``requested``: of any rank, if given)."""
@@ -74,3 +96,36 @@ class StopRequest:
     def exit_status(self) -> int:
         """128 + the signal, as a shell reports a process the signal ended (130, 143)."""
         return 128 + (self.signum or signal.SIGINT)
+
+
+class Children(_Handling):
+    """For a parent whose children are training runs (scripts/benchmark.py): inside it, SIGINT
+    or SIGTERM sent to the parent alone (``kill``, ``timeout``, a scheduler that signals one
+    process) reaches each running child too, which saves and stops as it would if the signal had
+    gone to the whole group; children not yet started are not started."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._running: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    def _handle(self, signum, frame):
+        self.signum = self.signum or signum
+        for proc in list(self._running):  # a second signal too: the children stop unsaved
+            proc.send_signal(signum)
+
+    def call(self, argv: list[str], **popen_kwargs: Any) -> int | None:
+        """``subprocess.call`` from any thread: the child's exit status, None if a signal came
+        before it started."""
+        with self._lock:
+            if self.signum is not None:
+                return None
+            proc = subprocess.Popen(argv, **popen_kwargs)
+            self._running.add(proc)
+        if self.signum is not None:  # came while it started, maybe before the set held it
+            proc.send_signal(self.signum)
+        try:
+            return proc.wait()
+        finally:
+            with self._lock:
+                self._running.discard(proc)
