@@ -209,3 +209,25 @@ def test_state_dict_round_trips_through_weights_only_load():
         o.step()
     for p, q in zip(model.parameters(), model2.parameters()):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
+
+
+def test_predicted_kl_is_the_dense_quadratic_form_and_sets_nu():
+    """natural_gradient() / predicted_kl(): lr^2 vec(g)^T (A ⊗ G + damping I)^-1 vec(g) from
+    the dense solve, without stepping; step() clips with that same figure."""
+    torch.manual_seed(4)
+    lin = nn.Linear(3, 2).double()
+    opt = make_opt(lin, lr=0.25, kl_clip=1e-6)
+    x = torch.randn(8, 3, dtype=torch.float64)
+    accumulate(lin, opt, x)
+    opt.zero_grad()
+    lin(x).pow(2).sum().div(len(x)).backward()
+    state = opt.state[lin.weight]
+    vw, vb = dense_natural_gradient(state["m_aa"], state["m_gg"], lin.weight.grad, lin.bias.grad,
+                                    DAMPING)
+    dense = 0.25 ** 2 * ((vw * lin.weight.grad).sum() + (vb * lin.bias.grad).sum()).item()
+    before = [p.detach().clone() for p in lin.parameters()]
+    predicted = opt.predicted_kl(opt.natural_gradient())
+    assert predicted == pytest.approx(dense, rel=1e-9)
+    assert opt.steps == 0 and all(torch.equal(b, p) for b, p in zip(before, lin.parameters()))
+    opt.step()
+    assert opt.nu == pytest.approx(min(1.0, (1e-6 / dense) ** 0.5), rel=1e-9)

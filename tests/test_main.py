@@ -128,9 +128,10 @@ def a2c_paths(tmp_path, env="CartPole-v1"):
                               + dirs(tmp_path)))
 
 
-def expect_exit_2(capsys, argv, needle):
+def expect_exit_2(capsys, argv, needle, entry=None):
+    """``entry(argv)`` (main.main by default) exits with status 2 and one line naming ``needle``."""
     with pytest.raises(SystemExit) as exc:
-        main.main(argv)
+        (entry or main.main)(argv)
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err, err

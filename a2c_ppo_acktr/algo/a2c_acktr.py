@@ -95,20 +95,26 @@ class A2C_ACKTR:
         value_loss, action_loss, dist_entropy = stats.tolist()
         return value_loss, action_loss, dist_entropy
 
+    def terms(self, obs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
+              actions: torch.Tensor, returns: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+        """The loss's terms on a rollout flattened time-major to (T * N, ...) (``rnn_hxs``: (N, H),
+        the state before its first step) -> value_loss, action_loss, dist_entropy (scalars, with
+        their graphs), the values (T * N, 1) and the policy's distribution."""
+        values, actor_features, _ = self.actor_critic.forward_base(obs, rnn_hxs, masks)
+        dist = self.actor_critic.dist(actor_features)
+        advantages = returns - values
+        value_loss = advantages.pow(2).mean()
+        action_loss = -(advantages.detach() * dist.log_probs(actions)).mean()
+        return value_loss, action_loss, dist.entropy().mean(), values, dist
+
     def loss(self, obs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
              actions: torch.Tensor, returns: torch.Tensor, fisher: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The loss on a rollout flattened time-major to (T * N, ...) (``rnn_hxs``: (N, H), the
-        state before its first step) -> the loss to minimise, (detached) its value_loss,
-        action_loss and dist_entropy, and with ``fisher`` (ACKTR) the sampled Fisher loss."""
-        values, actor_features, _ = self.actor_critic.forward_base(obs, rnn_hxs, masks)
-        dist = self.actor_critic.dist(actor_features)
-        action_log_probs = dist.log_probs(actions)
-        dist_entropy = dist.entropy().mean()
-
-        advantages = returns - values
-        value_loss = advantages.pow(2).mean()
-        action_loss = -(advantages.detach() * action_log_probs).mean()
+        """The loss (``terms``) to minimise, (detached) its value_loss, action_loss and
+        dist_entropy, and with ``fisher`` (ACKTR) the sampled Fisher loss."""
+        value_loss, action_loss, dist_entropy, values, dist = self.terms(
+            obs, rnn_hxs, masks, actions, returns)
         loss = value_loss * self.value_loss_coef + action_loss - dist_entropy * self.entropy_coef
 
         fisher_loss = None

@@ -182,6 +182,39 @@ class KFACOptimizer(torch.optim.Optimizer):
             return v[:, :-1].reshape(module.weight.shape), v[:, -1].reshape(module.bias.shape)
         return v.reshape(module.weight.shape), None
 
+    @torch.no_grad()
+    def natural_gradient(self) -> dict[torch.Tensor, torch.Tensor]:
+        """{parameter: its preconditioned gradient} for the parameters with a ``.grad``: the
+        K-FAC'd layers' ``(A ⊗ G + damping I)^-1 grad``, any other parameter's plain gradient.
+        Re-decomposes the factors where due (every ``Tf`` steps, or never done yet)."""
+        group = self.param_groups[0]
+        params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
+        updates = {p: p.grad for p in params}  # identity preconditioner unless K-FAC'd below
+        for m in self.modules:
+            state = self.state[m.weight]
+            if m.weight.grad is None or "m_aa" not in state:
+                continue
+            if group["steps"] % group["Tf"] == 0 or "Q_a" not in state:
+                d_a, q_a = torch.linalg.eigh(state["m_aa"])
+                d_g, q_g = torch.linalg.eigh(state["m_gg"])
+                # The factors are PSD; clamp round-off negatives so d_g d_a^T + damping > 0.
+                state["d_a"], state["Q_a"] = d_a.clamp_(min=0), q_a
+                state["d_g"], state["Q_g"] = d_g.clamp_(min=0), q_g
+            v_w, v_b = self.precondition(m, group["damping"] + group["weight_decay"])
+            updates[m.weight] = v_w
+            if v_b is not None and m.bias is not None and m.bias.grad is not None:
+                updates[m.bias] = v_b
+        return updates
+
+    def predicted_kl(self, updates: dict[torch.Tensor, torch.Tensor]) -> float:
+        """``lr^2 sum(v * grad)``: the KL a step of ``lr`` along the natural gradient ``v``
+        (``natural_gradient()``) would change the model's distribution by, as the KL clip
+        reckons it (the original's convention, without the 1/2 of the quadratic form)."""
+        lr = self.param_groups[0]["lr"]
+        return float(sum(((v * p.grad).sum() for p, v in updates.items()
+                         if p.grad is not None), torch.tensor(0.0))
+                     * lr * lr)
+
     # torch.optim.Optimizer's signatures (a closure's loss is typed float there).
     @overload
     def step(self, closure: None = None) -> None: ...
@@ -202,25 +235,8 @@ class KFACOptimizer(torch.optim.Optimizer):
         if wd > 0:
             for p in params:
                 p.grad.add_(p, alpha=wd)
-
-        updates = {p: p.grad for p in params}  # identity preconditioner unless K-FAC'd below
-        for m in self.modules:
-            state = self.state[m.weight]
-            if m.weight.grad is None or "m_aa" not in state:
-                continue
-            if group["steps"] % group["Tf"] == 0 or "Q_a" not in state:
-                d_a, q_a = torch.linalg.eigh(state["m_aa"])
-                d_g, q_g = torch.linalg.eigh(state["m_gg"])
-                # The factors are PSD; clamp round-off negatives so d_g d_a^T + damping > 0.
-                state["d_a"], state["Q_a"] = d_a.clamp_(min=0), q_a
-                state["d_g"], state["Q_g"] = d_g.clamp_(min=0), q_g
-            v_w, v_b = self.precondition(m, group["damping"] + wd)
-            updates[m.weight] = v_w
-            if v_b is not None and m.bias is not None and m.bias.grad is not None:
-                updates[m.bias] = v_b
-
-        vg_sum = sum((updates[p] * p.grad).sum() for p in params) * lr * lr if params else 0.0
-        vg_sum = float(vg_sum)
+        updates = self.natural_gradient()
+        vg_sum = self.predicted_kl(updates)
         nu = min(1.0, math.sqrt(group["kl_clip"] / vg_sum)) if vg_sum > 0 else 1.0
         self.nu = nu
 
