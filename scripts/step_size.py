@@ -58,6 +58,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, argparse.Namespace, dict
         args.env_kwargs = parse_env_kwargs(args.env_kwargs)
     except Error as e:
         fail(str(e))
+    args.num_workers = 0  # sampled here whatever the run used: the same envs and policy
     if args.recurrent_policy:
         fail("--recurrent-policy: step_size.py measures feed-forward policies only")
     return opts, args, ckpt
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             envs, policy, agent, _, _ = build_run(args, paths, torch.device("cpu"), ckpt, 0)
         except Error as e:
             fail(str(e))
-        if ckpt is not None and agent.kfac is not None:  # the flags over the saved optimizer's
+        if ckpt is not None and getattr(agent, "kfac", None) is not None:  # flags over saved
             agent.optimizer.param_groups[0].update(kfac_settings(args))
         try:
             measure(opts.updates, args, envs, policy, agent)

@@ -67,3 +67,11 @@ def test_from_a_checkpoint_with_a_flag_overridden(tmp_path, capsys):
 ])
 def test_bad_input_is_one_line(capsys, argv, needle):
     expect_exit_2(capsys, argv, needle, step_size.main)
+
+
+def test_ppo_from_a_checkpoint(tmp_path, capsys):
+    paths = run(tmp_path, SHORT + ["--algo", "ppo", "--num-mini-batch", "2"])
+    capsys.readouterr()
+    lines = measured(capsys, ["--checkpoint", paths.checkpoint, "--updates", "2"])
+    assert len(lines) == 3 and all("(16 env steps): policy KL" in line and "nu" not in line
+                                   for line in lines[:2]), lines
