@@ -23,14 +23,14 @@ from collections import deque
 
 import torch
 
-from a2c_ppo_acktr.algo import A2C_ACKTR
+from a2c_ppo_acktr.algo import A2C_ACKTR, Agent
+from a2c_ppo_acktr.envs import TorchVecEnv
 from a2c_ppo_acktr.errors import Error
+from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import collect_rollout
-from a2c_ppo_acktr.run.arguments import build_parser, fail
+from a2c_ppo_acktr.run.arguments import build_parser, fail, get_args
 from a2c_ppo_acktr.run.build import build_run, kfac_settings
-from a2c_ppo_acktr.run.checkpoint import RunPaths, load_checkpoint
-from a2c_ppo_acktr.run.checks import check_args, parse_env_kwargs
-from a2c_ppo_acktr.run.config import resolve
+from a2c_ppo_acktr.run.checkpoint import RunPaths, load_policy_checkpoint
 from a2c_ppo_acktr.storage import RolloutStorage
 
 
@@ -47,17 +47,15 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, argparse.Namespace, dict
     if opts.updates < 1:
         fail(f"--updates must be at least 1, got {opts.updates}")
     parser, ckpt = build_parser(), None
-    try:
-        if opts.checkpoint:
-            ckpt = load_checkpoint(opts.checkpoint)
-            if not ckpt.get("config"):
-                fail(f"{opts.checkpoint} holds no saved flags (written before runs kept them)")
-            parser.set_defaults(**{**ckpt["config"]["flags"], "recipe": None, "resume": False})
-        args = resolve(parser, rest)
-        check_args(args)
-        args.env_kwargs = parse_env_kwargs(args.env_kwargs)
-    except Error as e:
-        fail(str(e))
+    if opts.checkpoint:
+        try:
+            ckpt = load_policy_checkpoint(opts.checkpoint)
+        except Error as e:
+            fail(str(e))
+        if not ckpt.get("config"):
+            fail(f"{opts.checkpoint} holds no saved flags (written before runs kept them)")
+        parser.set_defaults(**{**ckpt["config"]["flags"], "recipe": None, "resume": False})
+    args = get_args(rest, parser)  # main.py's checks: one line and exit 2 where bad
     args.num_workers = 0  # sampled here whatever the run used: the same envs and policy
     if args.recurrent_policy:
         fail("--recurrent-policy: step_size.py measures feed-forward policies only")
@@ -103,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def measure(updates: int, args: argparse.Namespace, envs, policy, agent) -> None:
+def measure(updates: int, args: argparse.Namespace, envs: TorchVecEnv, policy: Policy,
+            agent: Agent) -> None:
+    """``updates`` rollouts and updates of ``agent``, each followed by its line; then medians."""
     rollouts = RolloutStorage(args.num_steps, args.num_processes, envs.observation_space.shape,
                               envs.action_space, policy.recurrent_hidden_state_size)
     rollouts.obs[0].copy_(envs.reset())

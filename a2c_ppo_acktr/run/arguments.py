@@ -218,11 +218,13 @@ def warn(message: str) -> None:
     print(f"{program()}: warning: {message}", file=sys.stderr)
 
 
-def get_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+def get_args(argv: Optional[list[str]] = None,
+             parser: Optional[Parser] = None) -> argparse.Namespace:
     """main.py's arguments: defaults, --recipe, the saved flags on --resume, the command line
-    (run/config.py); checked, with ``notes`` and ``config`` for the run's log and files."""
+    (run/config.py); checked, with ``notes`` and ``config`` for the run's log and files.
+    ``parser``: ``build_parser()``'s, its defaults perhaps changed (a checkpoint's flags)."""
     try:
-        args = resolve(build_parser(), argv)
+        args = resolve(parser or build_parser(), argv)
         args.warnings = check_args(args)
         args.env_kwargs = parse_env_kwargs(args.env_kwargs)
     except Error as e:
