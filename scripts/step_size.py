@@ -62,15 +62,13 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, argparse.Namespace, dict
     return opts, args, ckpt
 
 
-def kfac_budget(agent: A2C_ACKTR, rollouts: RolloutStorage) -> dict[str, float]:
+def kfac_budget(agent: A2C_ACKTR, obs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
+                actions: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
     """K-FAC's predicted KL (lr^2 v.g) of each loss term's gradient alone, and of their sum,
-    under the optimizer's current factors; the parameters' gradients are left as they were."""
+    under the optimizer's current factors, on a rollout flattened to (T * N, ...); the
+    parameters' gradients are left as they were."""
     assert agent.kfac is not None
-    T, N, _ = rollouts.rewards.shape
-    flat = [x[:T].reshape(T * N, *x.shape[2:]) for x in
-            (rollouts.obs, rollouts.masks, rollouts.actions, rollouts.returns)]
-    value_loss, action_loss, entropy, _, _ = agent.terms(
-        flat[0], rollouts.recurrent_hidden_states[0], *flat[1:])
+    value_loss, action_loss, entropy, _, _ = agent.terms(obs, rnn_hxs, masks, actions, returns)
     terms = {"policy": action_loss, "value": value_loss * agent.value_loss_coef,
              "entropy": -entropy * agent.entropy_coef}
     terms["all"] = sum(terms.values())
@@ -117,15 +115,17 @@ def measure(updates: int, args: argparse.Namespace, envs: TorchVecEnv, policy: P
         rollouts.compute_returns(next_value, args.use_gae, args.gamma, args.gae_lambda,
                                  args.use_proper_time_limits)
         T, N = args.num_steps, args.num_processes
-        obs, masks, actions = (x[:T].reshape(T * N, *x.shape[2:]) for x in
-                               (rollouts.obs, rollouts.masks, rollouts.actions))
-        old_log_probs = rollouts.action_log_probs.reshape(T * N, 1)
+        obs, masks, actions, returns, old_log_probs = (
+            x[:T].reshape(T * N, *x.shape[2:]) for x in (rollouts.obs, rollouts.masks,
+                                                          rollouts.actions, rollouts.returns,
+                                                          rollouts.action_log_probs))
+        hxs = rollouts.recurrent_hidden_states[0]
         kfac = getattr(agent, "kfac", None)
-        budget = kfac_budget(agent, rollouts) if kfac is not None and kfac.steps > 0 else None
+        budget = (kfac_budget(agent, obs, hxs, masks, actions, returns)
+                  if kfac is not None and kfac.steps > 0 else None)
         agent.update(rollouts)
         with torch.no_grad():
-            _, log_probs, _, _ = policy.evaluate_actions(
-                obs, rollouts.recurrent_hidden_states[0], masks, actions)
+            _, log_probs, _, _ = policy.evaluate_actions(obs, hxs, masks, actions)
             log_ratio = log_probs - old_log_probs
             kl = float((log_ratio.exp() - 1 - log_ratio).mean())
         kls.append(kl)
