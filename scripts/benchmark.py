@@ -17,7 +17,9 @@ no more; the table then holds the runs that finished.
 of the last 10 training episodes first reached each return (its ``progress.csv``; "-": not
 within the budget).
 ``--vec-env ale shmem`` runs each recipe on each of those backends (a row per backend): the
-backends' learning side by side.
+backends' learning side by side. ``-- <main.py flags>`` at the end changes every run's recipe (a
+variant over seeds: ``-- --ppo-epoch 10 --value-norm``); its rows name the flags, its runs lie
+under ``<recipe>+<hash of the flags>/`` so that ``--reuse`` never mixes them with the recipe's.
 
     python scripts/benchmark.py --suite mujoco --env HalfCheetah-v5 --recipe tuned --seeds 1 \\
         --num-env-steps 300000
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import glob
+import hashlib
 import os
 import shlex
 import subprocess
@@ -41,22 +44,31 @@ from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.envs.episodes import load_run
 from a2c_ppo_acktr.errors import LogError
 from a2c_ppo_acktr.run import recipes
-from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.arguments import Parser, get_args
+from a2c_ppo_acktr.run.arguments import build_parser as build_main_parser
 from a2c_ppo_acktr.run.checkpoint import CheckpointError, load_checkpoint
+from a2c_ppo_acktr.run.config import given_flags
 from a2c_ppo_acktr.run.history import evaluate_checkpoint
 from a2c_ppo_acktr.run.interrupt import Children
-from curves import aggregate, env_filename, plot_curves
+from curves import aggregate, elapsed, env_filename, format_reached, plot_curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAST_EPISODES = 10
 EVAL_EPISODES = 10  # of the final policy, deterministic: what the zoo's tables report
 CHILDREN = Children()  # the main.py runs; a signal to this process reaches them
+# main.py's flags that each run's place in the suite sets, so not the extra flags after "--"
+OWN_FLAGS = {"env_name": "--env", "seed": "--seeds", "num_env_steps": "--num-env-steps",
+             "vec_env": "--vec-env", "recipe": "--recipe", "log_dir": "--out",
+             "save_dir": "--out", "resume": "--reuse", "overwrite": "--reuse"}
 
 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
+    p = Parser(
+        description=__doc__.split("\n\n")[0],
+        usage="%(prog)s [options] [-- MAIN.PY FLAGS]",
+        epilog="-- MAIN.PY FLAGS: added to every run's recipe (e.g. -- --ppo-epoch 10)")
     p.add_argument("--suite", choices=sorted(recipes.SUITES), required=True)
     p.add_argument("--env", nargs="+", default=None,
                    help="env ids of the suite (default: all of the suite's envs)")
@@ -82,17 +94,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def label(name: str, vec_env: str | None) -> str:
-    """A table row's recipe: the recipe's name, and the backend when chosen."""
+def label(name: str, vec_env: str | None, extra: Sequence[str] = ()) -> str:
+    """A table row's recipe: the recipe's name, the extra flags and the backend when chosen."""
+    name = " ".join([name, *extra])
     return name if vec_env is None else f"{name}, --vec-env {vec_env}"
 
 
 def legend(env: str, row: str) -> str:
-    """A curve's name in the figure: the row's recipe led by its algorithm where the name does not
+    """A curve's name in the figure: the row's recipe led by its algorithm where the row does not
     say it ("ppo original" beside "a2c" and "acktr", as the original's figure names them)."""
-    name = row.split(", ")[0]  # the recipe, without label()'s backend
+    name = row.split(", ")[0].split(" ")[0]  # the recipe, without label()'s flags and backend
     algo = recipes.settings(env, name)["algo"]
-    return row if name == algo else f"{algo} {row}"
+    return row if name == algo or " --algo " in f"{row} " else f"{algo} {row}"
+
+
+def variant_dir(name: str, vec_env: str | None, extra: Sequence[str] = ()) -> str:
+    """The folder of a row's runs: ``tuned``, ``tuned-shmem``, ``tuned+<8 hex digits>``."""
+    tag = "" if not extra else "+" + hashlib.sha1(shlex.join(extra).encode()).hexdigest()[:8]
+    return name + tag + ("" if vec_env is None else f"-{vec_env}")
 
 
 def overrides(vec_env: str | None) -> dict:
@@ -108,42 +127,44 @@ def saved_steps(run_dir: str) -> tuple[str, int] | None:
         return None
 
 
-def whole_updates(env: str, name: str, steps: int) -> int:
+def whole_updates(env: str, name: str, steps: int, extra: Sequence[str] = ()) -> int:
     """``steps`` rounded down to whole updates of the recipe (what main.py trains)."""
-    args = get_args(recipes.command(env, name, steps)[2:])
+    args = get_args(recipes.command(env, name, steps)[2:] + list(extra))
     per_update = args.num_steps * args.num_processes
     return steps // per_update * per_update
 
 
 def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = False,
-            vec_env: str | None = None, threads: int = 1) -> dict:
+            vec_env: str | None = None, threads: int = 1, extra: Sequence[str] = ()) -> dict:
     """Train one run to completion on ``threads`` intra-op threads (``OMP_NUM_THREADS`` wins if
     set); returns its result (``score`` None if it failed). ``reuse``: a finished run is read, and
-    one cut short (its checkpoint below the budget) continues with ``main.py --resume``."""
-    variant = name if vec_env is None else f"{name}-{vec_env}"
-    run_dir = os.path.join(out, "runs", env.replace("/", "_"), variant, f"seed{seed}")
+    one cut short (its checkpoint below the budget) continues with ``main.py --resume``.
+    ``extra``: main.py flags added to the recipe's."""
+    run_dir = os.path.join(out, "runs", env.replace("/", "_"), variant_dir(name, vec_env, extra),
+                           f"seed{seed}")
     os.makedirs(run_dir, exist_ok=True)
     saved = saved_steps(run_dir) if reuse else None
-    target = whole_updates(env, name, steps)
+    target = whole_updates(env, name, steps, extra)
+    row = label(name, vec_env, extra)
     if saved is not None and saved[1] == target:
-        return read_result(env, label(name, vec_env), seed, steps, run_dir, 0, None)
+        return read_result(env, row, seed, steps, run_dir, 0, None)
     dirs = ["--log-dir", os.path.join(run_dir, "logs"), "--save-dir", os.path.join(run_dir, "models")]
     main_py = [sys.executable, os.path.join(ROOT, "main.py")]
     if saved is not None and saved[1] < target:  # its saved flags, its paths wherever it now lies
         argv, mode = main_py + ["--resume", saved[0], "--num-env-steps", str(steps)] + dirs, "a"
     else:
         argv = main_py + recipes.command(env, name, steps, seed, **overrides(vec_env))[2:]
-        argv, mode = argv + dirs + ["--overwrite"], "w"
+        argv, mode = argv + list(extra) + dirs + ["--overwrite"], "w"
     # The cores shared out among the parallel runs, which would otherwise contend for them.
     env_vars = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(threads))}
     start = time.time()
     with open(os.path.join(run_dir, "stdout.log"), mode) as log:
         rc = CHILDREN.call(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env_vars)
     if rc is None:  # stopped before its turn
-        return {"env": env, "recipe": label(name, vec_env), "seed": seed, "steps": steps,
+        return {"env": env, "recipe": row, "seed": seed, "steps": steps,
                 "rc": None, "dir": run_dir, "score": None, "curve": None}
     wall = time.time() - start if mode == "w" else None  # resumed: the log's parts summed
-    return read_result(env, label(name, vec_env), seed, steps, run_dir, rc, wall)
+    return read_result(env, row, seed, steps, run_dir, rc, wall)
 
 
 def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: int,
@@ -178,39 +199,6 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
             if result["wall"] is None:
                 result["wall"] = elapsed(rows)[-1]
     return result
-
-
-def elapsed(rows: list[dict]) -> list[float]:
-    """Training seconds at each progress row. Each process of a resumed run logs ``time`` from 0,
-    so a part's seconds add to the parts' before it."""
-    seconds, before, last = [], 0.0, 0.0
-    for row in rows:
-        now = float(row["time"])
-        if now < last:  # a resumed part starts
-            before += last
-        last = now
-        seconds.append(before + now)
-    return seconds
-
-
-def reached(rows: list[dict], threshold: float) -> tuple[int, float] | None:
-    """(env steps, training seconds) at the first progress row whose ``mean_return`` (the last 10
-    training episodes) is at least ``threshold``; None if none is."""
-    for row, seconds in zip(rows, elapsed(rows)):
-        if row["mean_return"] and float(row["mean_return"]) >= threshold:
-            return int(row["timesteps"]), seconds
-    return None
-
-
-def steps_to(rows: list[dict], threshold: float) -> int | None:
-    """The env steps of ``reached``; None if the threshold was not reached."""
-    hit = reached(rows, threshold)
-    return None if hit is None else hit[0]
-
-
-def format_reached(rows: list[dict], threshold: float) -> str:
-    hit = reached(rows, threshold)
-    return "-" if hit is None else f"{hit[0]:,} ({hit[1] / 60:.0f} min)"
 
 
 def run_line(r: dict, thresholds: Sequence[float] = ()) -> str:
@@ -269,9 +257,28 @@ def write_curves(results: list[dict], out: str) -> list[str]:
     return written
 
 
+def check_extra(p: argparse.ArgumentParser, extra: list[str], envs: list[str],
+                recipe_names: list[str], vec_envs: list[str | None], steps: int) -> None:
+    """One line and exit 2, before any run starts, where the flags after "--" set what the
+    benchmark sets or fail main.py's own checks with some env, recipe or backend."""
+    if not extra:
+        return
+    taken = [d for d in given_flags(build_main_parser(), extra) if d in OWN_FLAGS]
+    if taken:
+        p.error(f"after --: --{', --'.join(d.replace('_', '-') for d in taken)}: benchmark.py "
+                f"sets {'that' if len(taken) == 1 else 'those'} for each run (with its "
+                f"{', '.join(sorted({OWN_FLAGS[d] for d in taken}))}, before --)")
+    for env in envs:
+        for name in recipe_names:
+            for vec_env in vec_envs:
+                get_args(recipes.command(env, name, steps, **overrides(vec_env))[2:] + extra)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
-    args = p.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, extra = p.parse_args(argv[:cut]), argv[cut + 1:]
     envs = args.env or list(recipes.SUITES[args.suite])
     unknown = [e for e in envs if e not in recipes.SUITES[args.suite]]
     if unknown:
@@ -280,19 +287,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
     steps = args.num_env_steps or recipes.BUDGETS[args.suite]
+    check_extra(p, extra, envs, args.recipe, args.vec_env, steps)
     out = os.path.abspath(args.out)
     jobs = [(e, name, v, s) for e in envs for name in args.recipe for v in args.vec_env
             for s in args.seeds]
     results = []
     threads = max(1, (os.cpu_count() or 1) // args.jobs)  # each run's share of the cores
     with CHILDREN, ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse, v, threads)
+        futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse, v, threads, extra)
                    for e, name, v, s in jobs]
         for f in futures:
             results.append(f.result())
             print(run_line(results[-1], args.thresholds), flush=True)
     text = table(results, args.thresholds)
-    commands = sorted({shlex.join(recipes.command(e, name, steps, **overrides(v))[:-2])
+    commands = sorted({shlex.join(recipes.command(e, name, steps, **overrides(v))[:-2] + extra)
                        for e, name, v, _ in jobs})
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(text + "\n\nCommands (plus `--seed <k>`):\n\n```bash\n"

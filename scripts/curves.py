@@ -1,6 +1,7 @@
 """Learning curves of runs read by ``envs.episodes.load_run``: smoothing, averaging seeds and
-drawing them (``scripts/plot.py``, ``scripts/benchmark.py``). The x-axis is the cumulative number
-of env steps across all of a run's envs."""
+drawing them (``scripts/plot.py``, ``scripts/benchmark.py``); the steps and training time at which
+a run's ``progress.csv`` first reaches a return. The x-axis is the cumulative number of env steps
+across all of a run's envs."""
 from __future__ import annotations
 
 import os
@@ -126,3 +127,36 @@ def plot_curves(
 def env_filename(env_id: str) -> str:
     """File name for an env id's PNG (``utils.env_file_name``, e.g. ALE_Pong-v5.png)."""
     return env_file_name(env_id) + ".png"
+
+
+def elapsed(rows: list[dict]) -> list[float]:
+    """Training seconds at each progress row. Each process of a resumed run logs ``time`` from 0,
+    so a part's seconds add to the parts' before it."""
+    seconds, before, last = [], 0.0, 0.0
+    for row in rows:
+        now = float(row["time"])
+        if now < last:  # a resumed part starts
+            before += last
+        last = now
+        seconds.append(before + now)
+    return seconds
+
+
+def reached(rows: list[dict], threshold: float) -> tuple[int, float] | None:
+    """(env steps, training seconds) at the first progress row whose ``mean_return`` (the last 10
+    training episodes) is at least ``threshold``; None if none is."""
+    for row, seconds in zip(rows, elapsed(rows)):
+        if row["mean_return"] and float(row["mean_return"]) >= threshold:
+            return int(row["timesteps"]), seconds
+    return None
+
+
+def steps_to(rows: list[dict], threshold: float) -> int | None:
+    """The env steps of ``reached``; None if the threshold was not reached."""
+    hit = reached(rows, threshold)
+    return None if hit is None else hit[0]
+
+
+def format_reached(rows: list[dict], threshold: float) -> str:
+    hit = reached(rows, threshold)
+    return "-" if hit is None else f"{hit[0]:,} ({hit[1] / 60:.0f} min)"

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -58,22 +60,11 @@ def test_benchmark_end_to_end(tmp_path):
 def test_curves_are_named_by_algorithm_and_recipe():
     from benchmark import legend
 
-    rows = ("original", "a2c", "acktr", "tuned, --vec-env ale")
+    rows = ("original", "a2c", "acktr", "tuned, --vec-env ale", "tuned --lr 1e-4, --vec-env ale",
+            "a2c --algo ppo")
     assert [legend("PongNoFrameskip-v4", r) for r in rows] == [
-        "ppo original", "a2c", "acktr", "ppo tuned, --vec-env ale"]
-
-
-def test_steps_to_is_the_first_logged_mean_at_the_threshold():
-    from benchmark import elapsed, reached, steps_to
-
-    # (steps, mean of the last 10 episodes, the process's seconds): resumed after 4096 steps
-    log = [(1024, "", 10), (2048, "-21", 20), (3072, "18.0", 30), (4096, "17", 40),
-           (5120, "20.1", 5)]
-    rows = [{"timesteps": str(n), "mean_return": m, "time": str(t)} for n, m, t in log]
-    assert [steps_to(rows, t) for t in (-21, 18, 20, 21)] == [2048, 3072, 5120, None]
-    # the resumed part's 5 s come after the 40 s of the first
-    assert [reached(rows, t) for t in (18, 20, 21)] == [(3072, 30.0), (5120, 45.0), None]
-    assert elapsed(rows) == [10.0, 20.0, 30.0, 40.0, 45.0]
+        "ppo original", "a2c", "acktr", "ppo tuned, --vec-env ale",
+        "ppo tuned --lr 1e-4, --vec-env ale", "a2c --algo ppo"]
 
 
 def test_each_run_gets_its_share_of_the_cores(tmp_path, monkeypatch):
@@ -171,4 +162,45 @@ def test_benchmark_refuses_unknown_backend(tmp_path):
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
          "--vec-env", "gpu", "--out", str(tmp_path / "b")], capture_output=True, text=True)
     assert proc.returncode == 2 and "--vec-env" in proc.stderr and "shmem" in proc.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_flags_after_dashes_change_every_run(tmp_path):
+    """``-- <main.py flags>``: each run trains with them, the row and the commands name them, and
+    the runs lie apart from the recipe's own (``--reuse`` reads them back, not the recipe's)."""
+    out = tmp_path / "bench"
+    bench = [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
+             "--env", "CartPole-v1", "--seeds", "1", "--num-env-steps", "1024", "--jobs", "1",
+             "--out", str(out), "--", "--ppo-epoch", "1", "--num-processes", "4"]
+    proc = subprocess.run(bench, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    row = "| CartPole-v1 | tuned --ppo-epoch 1 --num-processes 4 | 1,024 | 1 |"
+    assert row in proc.stdout and row in (out / "results.md").read_text()
+    assert "--ppo-epoch 1 --num-processes 4" in (out / "results.md").read_text().split("```bash")[1]
+    [run] = (out / "runs" / "CartPole-v1").iterdir()
+    assert re.fullmatch(r"tuned\+[0-9a-f]{8}", run.name)
+    flags = json.loads(next(run.glob("seed1/logs/**/config.json")).read_text())["flags"]
+    assert (flags["ppo_epoch"], flags["num_processes"], flags["num_steps"]) == (1, 4, 32)
+    stamp = (run / "seed1" / "stdout.log").stat().st_mtime_ns
+    reused = subprocess.run(bench[:-5] + ["--reuse", "--"] + bench[-4:], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert reused.returncode == 0 and row in reused.stdout
+    assert (run / "seed1" / "stdout.log").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("extra, names", [
+    (["--seed", "3"], ["--seeds"]),
+    (["--log-dir", "x", "--vec-env", "dummy"], ["--out", "--vec-env"]),
+    (["--ppo-epoch", "x"], ["--ppo-epoch", "'x'"]),
+    (["--bogus"], ["--bogus"]),
+    (["--num-mini-batch", "1000"], ["--num-mini-batch"]),
+])
+def test_bad_flags_after_dashes_get_one_line_and_start_nothing(tmp_path, extra, names):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
+         "--env", "CartPole-v1", "--out", str(tmp_path / "b"), "--", *extra],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert all(name in proc.stderr for name in names), proc.stderr
     assert not (tmp_path / "b").exists()

@@ -183,3 +183,14 @@ def test_a_log_dir_finds_the_one_run_main_put_under_it(tmp_path):
     make_run(base / "ppo" / "CartPole-v1_seed2", [3.0])
     with pytest.raises(LogError, match="several runs"):
         episodes.monitor_files(str(base))
+
+
+def test_steps_to_is_the_first_logged_mean_at_the_threshold():
+    # (steps, mean of the last 10 episodes, the process's seconds): resumed after 4096 steps
+    log = [(1024, "", 10), (2048, "-21", 20), (3072, "18.0", 30), (4096, "17", 40),
+           (5120, "20.1", 5)]
+    rows = [{"timesteps": str(n), "mean_return": m, "time": str(t)} for n, m, t in log]
+    assert [curves.steps_to(rows, t) for t in (-21, 18, 20, 21)] == [2048, 3072, 5120, None]
+    # the resumed part's 5 s come after the 40 s of the first
+    assert [curves.reached(rows, t) for t in (18, 20, 21)] == [(3072, 30.0), (5120, 45.0), None]
+    assert curves.elapsed(rows) == [10.0, 20.0, 30.0, 40.0, 45.0]
