@@ -177,10 +177,10 @@ def test_ale_plays_the_classic_stacks_games(game, tmp_path, monkeypatch):
 
 
 def test_ale_sees_pongs_frames_as_the_classic_stack_within_its_flicker(monkeypatch):
-    """Pong, whose ball and paddles flicker between frames: ALE takes the max of two grayscale
-    frames, the classic stack (MaxAndSkipEnv, then WarpFrame) the grayscale of the max of two
-    RGB frames; the two differ in a few pixels (at most 1%) by at most 16 gray levels, in the
-    same frames (docs/results.md, the backend parity)."""
+    """Pong: ALE takes the max of two grayscale frames, the classic stack (MaxAndSkipEnv, then
+    WarpFrame) the grayscale of the max of two RGB frames; they differ only where the agent's
+    paddle moved between the two (columns 73-75), in at most 1% of a frame's pixels by at most
+    16 gray levels (docs/results.md, the backend parity)."""
     monkeypatch.setattr(single, "NoopResetEnv", lambda env, noop_max: env)
     classic = DummyVecEnv([make_env(PONG, 0, 0, None, False)])
     ale = AleVecEnv(PONG, 1, seed=0, noop_max=0, fire_reset=False)
@@ -198,6 +198,7 @@ def test_ale_sees_pongs_frames_as_the_classic_stack_within_its_flicker(monkeypat
     diff = np.abs(np.stack(our_frames).astype(np.int16) - np.stack(their_frames))
     assert 0 < diff.max() <= 16
     assert (diff > 0).mean(axis=(1, 2)).max() <= 0.01
+    assert set(np.nonzero(diff)[2].tolist()) == {73, 74, 75}
 
 
 def test_ale_evaluation_plays_whole_games():
