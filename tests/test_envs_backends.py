@@ -148,18 +148,17 @@ def _play(venv, actions, inject, frames=None):
     return events
 
 
-@pytest.mark.parametrize("game", [BREAKOUT, "SpaceInvadersNoFrameskip-v4"])
-def test_ale_plays_the_classic_stacks_games(game, tmp_path, monkeypatch):
-    """ale and the classic stack (dummy) give the same episode ends and raw game scores for the
-    same actions once their resets are aligned: the classic noop starts (1-30 frames) are turned
-    off, and ALE (no noops, no FIRE at reset) is given the classic resets' actions as steps of its
-    own: FIRE then action 2 at a game's start (FireResetEnv), a noop, FIRE, 2 after a lost life
-    (EpisodicLifeEnv, FireResetEnv), which the classic Monitor counts in ``l``. The learner sees
-    the same pixels: every step's newest 84x84 frame is equal."""
+def _play_aligned(game, steps, monkeypatch, log_dir=None):
+    """The same ``steps`` random actions on the classic stack (dummy) and on ale, their resets
+    aligned: the classic noop starts (1-30 frames) are turned off, and ALE (no noops, no FIRE at
+    reset) is given the classic resets' actions as steps of its own: FIRE then action 2 at a
+    game's start (FireResetEnv), a noop, FIRE, 2 after a lost life (EpisodicLifeEnv,
+    FireResetEnv), which the classic Monitor counts in ``l``. -> (theirs, ours, their frames,
+    our frames): ``_play``'s events and newest frames of each."""
     monkeypatch.setattr(single, "NoopResetEnv", lambda env, noop_max: env)
-    classic = DummyVecEnv([make_env(game, 0, 0, str(tmp_path), False)])
+    classic = DummyVecEnv([make_env(game, 0, 0, log_dir, False)])
     ale = AleVecEnv(game, 1, seed=0, noop_max=0, fire_reset=False)
-    actions = np.random.default_rng(0).integers(classic.action_space.n, size=2000)
+    actions = np.random.default_rng(0).integers(classic.action_space.n, size=steps)
     try:
         classic.reset()
         ale.reset()
@@ -170,6 +169,15 @@ def test_ale_plays_the_classic_stacks_games(game, tmp_path, monkeypatch):
     finally:
         classic.close()
         ale.close()
+    return theirs, ours, their_frames, our_frames
+
+
+@pytest.mark.parametrize("game", [BREAKOUT, "SpaceInvadersNoFrameskip-v4"])
+def test_ale_plays_the_classic_stacks_games(game, tmp_path, monkeypatch):
+    """ale and the classic stack (dummy) give the same episode ends and raw game scores for the
+    same actions once their resets are aligned (``_play_aligned``). The learner sees the same
+    pixels: every step's newest 84x84 frame is equal."""
+    theirs, ours, their_frames, our_frames = _play_aligned(game, 2000, monkeypatch, str(tmp_path))
     assert sum(e[3] is not None for e in theirs) == 2 and any(e[3] is None for e in theirs)
     assert ours == theirs
     assert len(our_frames) == len(their_frames) > 200
@@ -181,19 +189,7 @@ def test_ale_sees_pongs_frames_as_the_classic_stack_within_its_flicker(monkeypat
     WarpFrame) the grayscale of the max of two RGB frames; they differ only where the agent's
     paddle moved between the two (columns 73-75), in at most 1% of a frame's pixels by at most
     16 gray levels (docs/results.md, the backend parity)."""
-    monkeypatch.setattr(single, "NoopResetEnv", lambda env, noop_max: env)
-    classic = DummyVecEnv([make_env(PONG, 0, 0, None, False)])
-    ale = AleVecEnv(PONG, 1, seed=0, noop_max=0, fire_reset=False)
-    actions = np.random.default_rng(0).integers(classic.action_space.n, size=300)
-    try:
-        classic.reset()
-        ale.reset()
-        their_frames, our_frames = [], []
-        theirs = _play(classic, actions, lambda info, term: [], their_frames)
-        ours = _play(ale, actions, lambda info, term: [1, 2], our_frames)
-    finally:
-        classic.close()
-        ale.close()
+    theirs, ours, their_frames, our_frames = _play_aligned(PONG, 300, monkeypatch)
     assert ours == theirs == []  # no game ends in 300 steps
     diff = np.abs(np.stack(our_frames).astype(np.int16) - np.stack(their_frames))
     assert 0 < diff.max() <= 16
