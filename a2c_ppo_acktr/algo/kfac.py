@@ -12,7 +12,10 @@ and the backward pass of the Fisher loss). The step is
     SGD with momentum on nu * v, with the step size lr * (1 - momentum)
 
 like the original (Wu et al. 2017; ikostrikov's pytorch-a2c-ppo-acktr-gail), with
-``torch.linalg.eigh`` instead of the removed ``torch.symeig``. Any other parameter (DiagGaussian's
+``torch.linalg.eigh`` instead of the removed ``torch.symeig``. The bias is the ACKTR authors'
+(OpenAI baselines' ``KfacOptimizer``, ``blockdiag_bias=False``): one more input of the layer's
+block, its column ``1 / spatial`` for a conv; the original gives it a block of its own
+(``SplitBias``: A = 1, G from the output gradient summed over positions). Any other parameter (DiagGaussian's
 ``logstd``, GRU weights) is preconditioned by the identity: it takes part in the KL clip and the
 momentum step with its plain gradient.
 
