@@ -45,6 +45,10 @@ def test_make_agent_gives_kfac_the_flags_settings_and_its_defaults_otherwise():
     given = group("--kfac-lr", "0.1", "--kfac-kl-clip", "0.01", "--kfac-damping", "0.001")
     assert (given["lr"], given["kl_clip"], given["damping"]) == (0.1, 0.01, 0.001)
     assert given["momentum"] == defaults["momentum"] == 0.9
+    args = get_args(["--algo", "acktr"])
+    assert build.make_agent(args, Policy((3,), spaces.Discrete(2))).optimizer.split_bias is False
+    args = get_args(["--algo", "acktr", "--kfac-split-bias"])
+    assert build.make_agent(args, Policy((3,), spaces.Discrete(2))).optimizer.split_bias is True
 
 
 def test_make_agent_refuses_an_unknown_algorithm():

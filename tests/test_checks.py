@@ -28,6 +28,7 @@ def parsed(*argv: str):
     (["--algo", "acktr", "--kfac-kl-clip", "0"], ["--kfac-kl-clip", "positive", "got 0"]),
     (["--algo", "acktr", "--kfac-damping", "-1"], ["--kfac-damping", "positive", "got -1"]),
     (["--algo", "ppo", "--kfac-lr", "0.1"], ["--kfac-lr", "K-FAC", "--algo ppo"]),
+    (["--algo", "a2c", "--kfac-split-bias"], ["--kfac-split-bias", "K-FAC", "--algo a2c"]),
 ])
 def test_bad_values_raise_one_line_naming_the_flag(argv, words):
     with pytest.raises(ConfigError) as e:

@@ -112,6 +112,53 @@ def test_conv_factors_and_step_match_explicit_patches(chunk, monkeypatch):
     torch.testing.assert_close(steps[1], vb, rtol=1e-8, atol=1e-10)
 
 
+def test_split_bias_gives_each_bias_a_block_of_its_own():
+    """``split_bias``, the original's SplitBias: the weight's A without the ones column; the bias's
+    block has A = 1 and G of its per-sample gradients (a conv's output gradient summed over
+    positions, times N); each block solved on its own."""
+    torch.manual_seed(6)
+    conv = nn.Conv2d(2, 3, 3, stride=2, padding=1).double()
+    lin = nn.Linear(3 * 3 * 3, 2).double()
+    model = nn.Sequential(conv, nn.ReLU(), nn.Flatten(), lin)
+    opt = make_opt(model, split_bias=True)
+    N = 5
+    x = torch.randn(N, 2, 6, 6, dtype=torch.float64)
+
+    opt.acc_stats = True
+    y = conv(x)
+    y.retain_grad()
+    h = F.relu(y).flatten(1)
+    out = lin(h)
+    out.retain_grad()
+    out.pow(2).sum(1).mean().backward()
+    opt.acc_stats = False
+
+    xp = F.pad(x, (1, 1, 1, 1))
+    spatial = y.shape[2] * y.shape[3]
+    rows = torch.cat([xp[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].reshape(N, -1)
+                      for i in range(y.shape[2]) for j in range(y.shape[3])]) / spatial
+    g = y.grad.permute(0, 2, 3, 1).reshape(-1, 3) * spatial * N
+    gb = y.grad.sum((2, 3)) * N  # each sample's bias gradient, scaled back up by N
+    blocks = {conv: (rows.t() @ rows / N, g.t() @ g / (N * spatial), gb.t() @ gb / N),
+              lin: (h.t() @ h / N, N * out.grad.t() @ out.grad, N * out.grad.t() @ out.grad)}
+    for m, (A, G, Gb) in blocks.items():
+        torch.testing.assert_close(opt.state[m.weight]["m_aa"], A.detach())
+        torch.testing.assert_close(opt.state[m.weight]["m_gg"], G.detach())
+        torch.testing.assert_close(opt.state[m.bias]["m_gg"], Gb.detach())
+
+    grads, steps = take_plain_step(model, opt, torch.randn(N, 2, 6, 6, dtype=torch.float64))
+    for i, (A, G, Gb) in enumerate(blocks.values()):
+        A, G, Gb = A.detach(), G.detach(), Gb.detach()
+        dW = grads[2 * i].reshape(G.size(0), -1)
+        eye = torch.eye(A.size(0) * G.size(0), dtype=A.dtype)
+        vw = torch.linalg.solve(torch.kron(A, G) + DAMPING * eye, dW.t().reshape(-1))
+        vw = vw.reshape(dW.size(1), dW.size(0)).t().reshape(grads[2 * i].shape)
+        vb = torch.linalg.solve(Gb + DAMPING * torch.eye(Gb.size(0), dtype=Gb.dtype),
+                                grads[2 * i + 1])
+        torch.testing.assert_close(steps[2 * i], vw, rtol=1e-8, atol=1e-10)
+        torch.testing.assert_close(steps[2 * i + 1], vb, rtol=1e-8, atol=1e-10)
+
+
 def accumulate(model, opt, x):
     opt.acc_stats = True
     model(x).pow(2).sum(1).mean().backward()

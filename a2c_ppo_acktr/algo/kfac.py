@@ -12,10 +12,11 @@ and the backward pass of the Fisher loss). The step is
     SGD with momentum on nu * v, with the step size lr * (1 - momentum)
 
 like the original (Wu et al. 2017; ikostrikov's pytorch-a2c-ppo-acktr-gail), with
-``torch.linalg.eigh`` instead of the removed ``torch.symeig``. The bias is the ACKTR authors'
-(OpenAI baselines' ``KfacOptimizer``, ``blockdiag_bias=False``): one more input of the layer's
-block, its column ``1 / spatial`` for a conv; the original gives it a block of its own
-(``SplitBias``: A = 1, G from the output gradient summed over positions). Any other parameter (DiagGaussian's
+``torch.linalg.eigh`` instead of the removed ``torch.symeig``. The bias is by default the ACKTR
+authors' (OpenAI baselines' ``KfacOptimizer``, ``blockdiag_bias=False``): one more input of the
+layer's block, its column ``1 / spatial`` for a conv; ``split_bias=True`` gives it a block of its
+own, as the original's ``SplitBias`` does: ``A = 1`` and ``G`` of the output gradient summed over
+a conv's positions (``compute_cov_g_bias``). Any other parameter (DiagGaussian's
 ``logstd``, GRU weights) is preconditioned by the identity: it takes part in the KL clip and the
 momentum step with its plain gradient.
 
@@ -42,13 +43,15 @@ def _out_size(size: int, kernel: int, stride: int, padding: int, dilation: int) 
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def compute_cov_a(a: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tensor:
+def compute_cov_a(a: torch.Tensor, module: nn.Linear | nn.Conv2d,
+                  bias_column: bool = True) -> torch.Tensor:
     """Running-factor estimate of A for one batch of inputs ``a`` of ``module``.
 
     Linear: rows ``[a, 1]``, ``A = a^T a / N``. Conv2d: one row ``[patch, 1] / spatial`` per output
     position, ``A = a^T a / N`` (the original's ``compute_cov_a`` convention, N = batch size).
     Computed as ``[[X^T X, X^T 1], [1^T X, rows]] / (spatial^2 N)`` for the rows ``X`` without the
-    ones column, so no scaled or widened copy of the rows is made.
+    ones column, so no scaled or widened copy of the rows is made. Without ``bias_column`` (or a
+    bias) ``A = X^T X / (spatial^2 N)``.
     """
     batch_size = a.size(0)
     if isinstance(module, nn.Conv2d):
@@ -68,7 +71,7 @@ def compute_cov_a(a: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tenso
         spatial = 1
         rows = a.reshape(-1, a.size(-1))
         xtx, sums, count = rows.t() @ rows, rows.sum(0), rows.size(0)
-    if module.bias is not None:
+    if module.bias is not None and bias_column:
         n = xtx.size(0)
         cov = xtx.new_empty(n + 1, n + 1)
         cov[:n, :n], cov[:n, n], cov[n, :n] = xtx, sums, sums
@@ -96,6 +99,13 @@ def compute_cov_g(g: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tenso
     return (rows.t() @ rows).mul_((batch_size * spatial) ** 2 / rows.size(0))
 
 
+def compute_cov_g_bias(g: torch.Tensor, module: nn.Linear | nn.Conv2d) -> torch.Tensor:
+    """The bias's own G (the original's ``AddBias`` block, whose A is 1): the bias gradient of a
+    sample is its output gradient summed over a conv's positions, ``G = (N b)^T (N b) / N``."""
+    rows = g.sum((2, 3)) if isinstance(module, nn.Conv2d) else g.reshape(-1, g.size(-1))
+    return (rows.t() @ rows).mul_(g.size(0) ** 2 / rows.size(0))
+
+
 def _update_running_stat(new: torch.Tensor, running: torch.Tensor, decay: float) -> None:
     running.mul_(decay).add_(new, alpha=1 - decay)
 
@@ -110,11 +120,13 @@ class KFACOptimizer(torch.optim.Optimizer):
 
     def __init__(self, model: nn.Module, lr: float = 0.25, momentum: float = 0.9,
                  stat_decay: float = 0.99, kl_clip: float = 0.001, damping: float = 1e-2,
-                 weight_decay: float = 0, Ts: int = 1, Tf: int = 10) -> None:
+                 weight_decay: float = 0, Ts: int = 1, Tf: int = 10,
+                 split_bias: bool = False) -> None:
         defaults = dict(lr=lr, momentum=momentum, stat_decay=stat_decay, kl_clip=kl_clip,
                         damping=damping, weight_decay=weight_decay, Ts=Ts, Tf=Tf, steps=0)
         super().__init__(model.parameters(), defaults)
         self.model = model
+        self.split_bias = split_bias  # the bias in a block of its own (the module docstring)
         self.acc_stats = False
         self.nu = 1.0  # the last step's KL-clip factor: < 1 where the trust region bound it
         self.modules = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
@@ -159,12 +171,16 @@ class KFACOptimizer(torch.optim.Optimizer):
         # In fp32 whatever the forward ran in: under bf16 autocast (Policy(precision="bf16")) a
         # layer's inputs and output gradients are bf16, its statistics and their eigenbases not.
         dtype = module.weight.dtype
-        aa, gg = compute_cov_a(a.to(dtype), module), compute_cov_g(g.to(dtype), module)
-        if "m_aa" not in state:
-            state["m_aa"], state["m_gg"] = aa.clone(), gg.clone()
-        else:
-            _update_running_stat(aa, state["m_aa"], decay)
-            _update_running_stat(gg, state["m_gg"], decay)
+        a, g = a.to(dtype), g.to(dtype)
+        stats = [(state, "m_aa", compute_cov_a(a, module, not self.split_bias)),
+                 (state, "m_gg", compute_cov_g(g, module))]
+        if self.split_bias and module.bias is not None:
+            stats.append((self.state[module.bias], "m_gg", compute_cov_g_bias(g, module)))
+        for st, key, new in stats:
+            if key not in st:
+                st[key] = new.clone()
+            else:
+                _update_running_stat(new, st[key], decay)
 
     @torch.no_grad()
     def precondition(self, module: nn.Linear | nn.Conv2d,
@@ -173,17 +189,21 @@ class KFACOptimizer(torch.optim.Optimizer):
         state = self.state[module.weight]
         assert module.weight.grad is not None, "step() preconditions the layers with gradients"
         grad = module.weight.grad.reshape(module.weight.size(0), -1)
-        if module.bias is not None:
-            bias_grad = module.bias.grad
-            if bias_grad is None:
-                bias_grad = torch.zeros_like(module.bias)
-            grad = torch.cat([grad, bias_grad.unsqueeze(1)], dim=1)
+        bias, bias_grad = module.bias, None
+        if bias is not None:
+            bias_grad = bias.grad if bias.grad is not None else torch.zeros_like(bias)
+            if not self.split_bias:  # one more input: a column of the layer's gradient
+                grad = torch.cat([grad, bias_grad.unsqueeze(1)], dim=1)
         v = state["Q_g"].t() @ grad @ state["Q_a"]
         v = v / (state["d_g"].unsqueeze(1) * state["d_a"].unsqueeze(0) + damping)
         v = state["Q_g"] @ v @ state["Q_a"].t()
-        if module.bias is not None:
-            return v[:, :-1].reshape(module.weight.shape), v[:, -1].reshape(module.bias.shape)
-        return v.reshape(module.weight.shape), None
+        if bias is None or bias_grad is None:
+            return v.reshape(module.weight.shape), None
+        if not self.split_bias:
+            return v[:, :-1].reshape(module.weight.shape), v[:, -1].reshape(bias.shape)
+        b = self.state[bias]  # its own block, A = 1
+        v_b = b["Q_g"] @ ((b["Q_g"].t() @ bias_grad) / (b["d_g"] + damping))
+        return v.reshape(module.weight.shape), v_b
 
     @torch.no_grad()
     def natural_gradient(self) -> dict[torch.Tensor, torch.Tensor]:
@@ -198,11 +218,13 @@ class KFACOptimizer(torch.optim.Optimizer):
             if m.weight.grad is None or "m_aa" not in state:
                 continue
             if group["steps"] % group["Tf"] == 0 or "Q_a" not in state:
-                d_a, q_a = torch.linalg.eigh(state["m_aa"])
-                d_g, q_g = torch.linalg.eigh(state["m_gg"])
-                # The factors are PSD; clamp round-off negatives so d_g d_a^T + damping > 0.
-                state["d_a"], state["Q_a"] = d_a.clamp_(min=0), q_a
-                state["d_g"], state["Q_g"] = d_g.clamp_(min=0), q_g
+                factors = [(state, "a"), (state, "g")]
+                if self.split_bias and m.bias is not None:
+                    factors.append((self.state[m.bias], "g"))
+                for st, k in factors:
+                    d, q = torch.linalg.eigh(st[f"m_{k}{k}"])
+                    # The factors are PSD; clamp round-off negatives so d_g d_a^T + damping > 0.
+                    st[f"d_{k}"], st[f"Q_{k}"] = d.clamp_(min=0), q
             v_w, v_b = self.precondition(m, group["damping"] + group["weight_decay"])
             updates[m.weight] = v_w
             if v_b is not None and m.bias is not None and m.bias.grad is not None:

@@ -195,6 +195,9 @@ def build_parser() -> Parser:
     g.add_argument("--kfac-damping", type=float, default=None,
                    help="ACKTR: added to the Fisher factors' eigenvalue products before they are "
                    "inverted (default: 0.01)")
+    g.add_argument("--kfac-split-bias", action="store_true", default=None,
+                   help="ACKTR: each layer's bias in a Fisher block of its own, as the original's "
+                   "K-FAC (default: one more input of its layer's block, as OpenAI baselines')")
     # How fast the learner runs, not what it computes (a2c_ppo_acktr/speed.py).
     g = p.add_argument_group("speed options")
     g.add_argument("--precision", choices=PRECISIONS, default="fp32",

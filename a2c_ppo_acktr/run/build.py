@@ -53,7 +53,7 @@ def make_agent(args: argparse.Namespace, actor_critic: Policy) -> algo.Agent:
     raise ConfigError(f"unknown --algo {args.algo!r}; choose one of: {', '.join(algo.ALGOS)}")
 
 
-def kfac_settings(args: argparse.Namespace) -> dict[str, float]:
+def kfac_settings(args: argparse.Namespace) -> dict[str, float | bool]:
     """The K-FAC settings the flags give (``--kfac-lr`` ...); the rest keep K-FAC's defaults."""
     return {name.removeprefix("kfac_"): getattr(args, name) for name in KFAC_OPTIONS
             if getattr(args, name) is not None}

@@ -13,7 +13,7 @@ from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.run.recipes import option
 
 # ACKTR's optimizer flags: --kfac-X sets KFACOptimizer's X (run/build.py's kfac_settings).
-KFAC_OPTIONS = ("kfac_lr", "kfac_kl_clip", "kfac_damping")
+KFAC_OPTIONS = ("kfac_lr", "kfac_kl_clip", "kfac_damping", "kfac_split_bias")
 
 
 def _literal(text):
