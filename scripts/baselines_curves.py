@@ -18,7 +18,7 @@ import html
 import re
 import sys
 
-# One <text> tick label: its anchor (x, y) and its string (matplotlib writes a minus as U+2212).
+# One tick: where its grid line starts (x, y) and its label (matplotlib writes a minus as U+2212).
 _TICK = re.compile(r'<g id="([xy])tick_\d+">.*?<path[^>]*d="M ([\d.]+) ([\d.]+)\s.*?'
                    r'<text[^>]*>([^<]+)</text>', re.S)
 _PATH = re.compile(r"<path\b[^>]*>")
