@@ -83,6 +83,8 @@ def test_load_run_matches_sb3_monitor(tmp_path):
     assert len(returns) == 6
     np.testing.assert_allclose(sorted(returns), sorted(all_r), rtol=1e-5)
     assert steps[-1] == sum(all_l)
+    lengths = episodes.load_episodes(str(tmp_path))[2]
+    assert sorted(lengths) == sorted(all_l) and list(np.cumsum(lengths)) == list(steps)
     assert np.all(np.diff(steps) > 0)
 
 

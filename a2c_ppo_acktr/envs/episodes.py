@@ -146,14 +146,20 @@ def read_monitor_file(path: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarr
 
 
 def load_run(log_dir: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(steps, returns, env_id)`` of ``load_episodes``."""
+    steps, returns, _, env_id = load_episodes(log_dir)
+    return steps, returns, env_id
+
+
+def load_episodes(log_dir: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """Load all monitor files of one run (one seed) from ``log_dir``.
 
     Episodes from all ranks are merged in order of absolute wall time
     (``t_start + t``; ties keep file order). Returns ``(steps, returns,
-    env_id)``: ``steps[i]`` is the cumulative env steps (sum of episode
+    lengths, env_id)``: ``steps[i]`` is the cumulative env steps (sum of episode
     lengths over all envs) at the end of the i-th finished episode,
-    ``returns[i]`` its return, and ``env_id`` the id from the monitor headers
-    (``"unknown"`` if absent).
+    ``returns[i]`` its return, ``lengths[i]`` its length, and ``env_id`` the id
+    from the monitor headers (``"unknown"`` if absent).
 
     Raises ``LogError`` for a missing dir, no monitor files, or no finished
     episodes.
@@ -178,4 +184,4 @@ def load_run(log_dir: str) -> tuple[np.ndarray, np.ndarray, str]:
         )
     order = np.argsort(t, kind="stable")
     steps = np.cumsum(l[order])
-    return steps, r[order], str(distinct[0])
+    return steps, r[order], l[order], str(distinct[0])
