@@ -263,7 +263,7 @@ def test_atari_preprocessing(env_id, kind):
         chain.append(type(env).__name__)
         env = env.env
     assert chain[:chain.index("NoopResetEnv") + 1] == [
-        "SeedFirstReset", "TransposeImage", "ClipRewardEnv", "WarpFrame", "FireResetEnv",
+        "SeedFirstReset", "TransposeImage", "ClipRewardEnv", "WarpFrameGray", "FireResetEnv",
         "EpisodicLifeEnv", "MaxAndSkipEnv", "NoopResetEnv"]
     assert env.spec.kwargs["frameskip"] == 1
     env.close()

@@ -148,7 +148,7 @@ def _play(venv, actions, inject, frames=None):
     return events
 
 
-def _play_aligned(game, steps, monkeypatch, log_dir=None):
+def _play_aligned(game, steps, monkeypatch, log_dir=None, env_kwargs=None):
     """The same ``steps`` random actions on the classic stack (dummy) and on ale, their resets
     aligned: the classic noop starts (1-30 frames) are turned off, and ALE (no noops, no FIRE at
     reset) is given the classic resets' actions as steps of its own: FIRE then action 2 at a
@@ -156,7 +156,7 @@ def _play_aligned(game, steps, monkeypatch, log_dir=None):
     FireResetEnv), which the classic Monitor counts in ``l``. -> (theirs, ours, their frames,
     our frames): ``_play``'s events and newest frames of each."""
     monkeypatch.setattr(single, "NoopResetEnv", lambda env, noop_max: env)
-    classic = DummyVecEnv([make_env(game, 0, 0, log_dir, False)])
+    classic = DummyVecEnv([make_env(game, 0, 0, log_dir, False, env_kwargs=env_kwargs)])
     ale = AleVecEnv(game, 1, seed=0, noop_max=0, fire_reset=False)
     actions = np.random.default_rng(0).integers(classic.action_space.n, size=steps)
     try:
@@ -195,6 +195,16 @@ def test_ale_sees_pongs_frames_as_the_classic_stack_within_its_flicker(monkeypat
     assert 0 < diff.max() <= 16
     assert (diff > 0).mean(axis=(1, 2)).max() <= 0.01
     assert set(np.nonzero(diff)[2].tolist()) == {73, 74, 75}
+
+
+def test_classic_stack_with_gray_frames_sees_pong_as_ale(monkeypatch):
+    """``--env-kwargs obs_type=grayscale`` on the classic stack: the max over two frames taken in
+    grayscale, as ALE takes it, gives ALE's Pong frames pixel for pixel."""
+    theirs, ours, their_frames, our_frames = _play_aligned(PONG, 300, monkeypatch,
+                                                           env_kwargs={"obs_type": "grayscale"})
+    assert ours == theirs == []
+    assert len(our_frames) == len(their_frames) == 300
+    assert np.array_equal(np.stack(our_frames), np.stack(their_frames))
 
 
 def test_ale_evaluation_plays_whole_games():
@@ -341,6 +351,9 @@ def test_backend_misuse_is_one_line(tmp_path, capsys):
                   "no vector entry point")
     expect_exit_2(capsys, argv + ["--vec-env", "ale", "--env-name", BREAKOUT, "--env-kwargs",
                                   "mode=1"], "mode")
+    expect_exit_2(capsys, argv + ["--vec-env", "dummy", "--env-name", BREAKOUT, "--env-kwargs",
+                                  "obs_type=ram"], "obs_type rgb or grayscale, not 'ram'")
+    assert not (tmp_path / "l").exists() and not (tmp_path / "s").exists()
 
 
 def test_native_resets_in_the_same_step():

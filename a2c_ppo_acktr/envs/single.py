@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import cv2
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -160,6 +161,20 @@ class SeedFirstReset(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
 
+class WarpFrameGray(WarpFrame):
+    """SB3's ``WarpFrame`` (84x84 grayscale, ``INTER_AREA``) that also takes frames already gray.
+
+    With ``obs_type="grayscale"`` the max over the last two frames is taken in grayscale, as
+    ALE's ``AtariVectorEnv`` takes it, rather than of RGB frames converted after (the classic
+    stack's default); only Pong's frames are known to differ between the two (docs/results.md).
+    """
+
+    def observation(self, frame: np.ndarray) -> np.ndarray:
+        if frame.ndim == 3:
+            return super().observation(frame)
+        return cv2.resize(frame, (self.width, self.height), interpolation=cv2.INTER_AREA)[:, :, None]
+
+
 def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early_resets: bool,
              render_mode: str | None = None, monitor_append: bool = False,
              env_kwargs: dict | None = None) -> Callable[[], gym.Env]:
@@ -211,7 +226,7 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
             ale_env: Any = env.unwrapped  # ale_py's AtariEnv
             if "FIRE" in ale_env.get_action_meanings():
                 env = FireResetEnv(env)
-            env = WarpFrame(env, width=84, height=84)
+            env = WarpFrameGray(env, width=84, height=84)
             env = ClipRewardEnv(env)
         shape = env.observation_space.shape
         if shape is not None and len(shape) == 3 and shape[2] in (1, 3):
@@ -226,8 +241,12 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
 def check_env_kwargs(env_id: str, env_kwargs: dict) -> None:
     """Build and close one env with ``env_kwargs``: a bad key is a one-line ValueError here, not a
     traceback from a worker process."""
-    if _is_mujoco(env_spec(env_id)):
+    spec = env_spec(env_id)
+    if _is_mujoco(spec):
         _mujoco_warnings_once()
+    if is_atari(spec) and env_kwargs.get("obs_type", "rgb") not in ("rgb", "grayscale"):
+        raise ConfigError(f"the Atari preprocessing takes obs_type rgb or grayscale, not "
+                          f"{env_kwargs['obs_type']!r}")
     try:
         gym.make(env_id, **env_kwargs).close()
     except (TypeError, ValueError) as e:  # TypeError: unknown key; ValueError: rejected value

@@ -36,7 +36,7 @@ EXACT_WRAPPERS = {
     "stable_baselines3.common.monitor": ("Monitor",),
     "stable_baselines3.common.atari_wrappers": ("NoopResetEnv", "MaxAndSkipEnv", "EpisodicLifeEnv",
                                                 "FireResetEnv", "WarpFrame", "ClipRewardEnv"),
-    "a2c_ppo_acktr.envs.single": ("TransposeImage", "SeedFirstReset"),
+    "a2c_ppo_acktr.envs.single": ("TransposeImage", "SeedFirstReset", "WarpFrameGray"),
 }
 # Plain attributes that are no state of the episode: Monitor's history of finished episodes
 # (grows all run, read by nothing here) and its file's clock (the resumed file's own);
