@@ -294,6 +294,21 @@ def test_pipelined_collection_fills_the_same_storage(two_threads):
     assert torch.equal(workers.unpack_frames(out), stores[1].obs)
 
 
+def test_gray_frames_train_evaluate_and_enjoy_on_the_classic_stack(tmp_path, capsys):
+    """``--env-kwargs obs_type=grayscale``, which ALE's vector env does not take: training on
+    the classic stack, and the evaluations (``auto``) and enjoy.py pick the classic stack too."""
+    import enjoy
+
+    argv = ["--algo", "ppo", "--env-name", BREAKOUT, "--vec-env", "dummy", "--num-processes",
+            "2", "--num-steps", "16", "--num-mini-batch", "2", "--ppo-epoch", "1",
+            "--eval-interval", "2", "--num-env-steps", "160", "--env-kwargs", "obs_type=grayscale",
+            "max_num_frames_per_episode=200"]
+    paths = run(tmp_path, argv)
+    assert os.path.exists(os.path.join(paths.eval_dir, "0.monitor.csv"))
+    assert "on --vec-env ale" not in capsys.readouterr().out
+    assert enjoy.main(["--load-dir", paths.checkpoint, "--episodes", "1", "--no-render"]) == 0
+
+
 def test_ale_training_evaluation_resume_and_enjoy(tmp_path, capsys, monkeypatch, one_thread):
     import enjoy
 
@@ -335,6 +350,9 @@ def test_auto_picks_ale_for_atari_and_says_so(capsys, monkeypatch):
     assert make_module._auto_vec_env(spec, 8, None) == "ale-pipelined"
     assert make_module._auto_vec_env(spec, 7, None) == "ale"  # no two equal halves
     assert not make_module._auto_vec_env(spec, 8, "rgb_array").startswith("ale")  # no render
+    # a kwarg ALE does not take (obs_type=grayscale: ALE's frames on the classic stack)
+    assert not make_module._auto_vec_env(spec, 8, None, {"obs_type": "grayscale"}).startswith("ale")
+    assert make_module._auto_vec_env(spec, 8, None, {"repeat_action_probability": 0.25}) == "ale-pipelined"
     monkeypatch.setattr(make_module, "num_cpus", lambda: 1)
     assert make_module._auto_vec_env(spec, 8, None) == "ale"  # no second CPU to overlap on
     make_module._announced.clear()

@@ -3,7 +3,7 @@ vector-env backend (``auto``)."""
 import torch
 from gymnasium.envs.registration import EnvSpec
 
-from a2c_ppo_acktr.envs.ale import AleVecEnv, ale_vector_available
+from a2c_ppo_acktr.envs.ale import SUPPORTED_KWARGS, AleVecEnv, ale_vector_available
 from a2c_ppo_acktr.envs.native import NativeVecEnv, has_native
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
@@ -17,9 +17,12 @@ VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
 _announced: set[tuple[str, str]] = set()
 
 
-def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None) -> str:
-    """The backend ``auto`` picks; docs/benchmarks.md has the measurements behind it."""
-    if render_mode is None and is_atari(spec) and ale_vector_available():
+def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None,
+                  env_kwargs: dict | None = None) -> str:
+    """The backend ``auto`` picks; docs/benchmarks.md has the measurements behind it. ALE's
+    vector env only where it can do what is asked: no rendering, only the env kwargs it takes."""
+    ale_can = render_mode is None and set(env_kwargs or ()) <= set(SUPPORTED_KWARGS)
+    if ale_can and is_atari(spec) and ale_vector_available():
         # Two halves overlap the policy's forward with ALE's stepping; that needs a second CPU.
         return "ale-pipelined" if num_envs % 2 == 0 and num_cpus() > 1 else "ale"
     # Subprocesses only pay off when 3+ CPUs step envs far costlier than a pipe round trip:
@@ -82,7 +85,7 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
         raise ConfigError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
     spec = env_spec(env_name)
     if vec_env == "auto":
-        vec_env = _auto_vec_env(spec, num_processes, render_mode)
+        vec_env = _auto_vec_env(spec, num_processes, render_mode, env_kwargs)
         if vec_env != "dummy":
             _announce(env_name, vec_env)
     if vec_env in ("ale", "ale-pipelined", "native"):
