@@ -7,7 +7,6 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import cv2
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -172,6 +171,8 @@ class WarpFrameGray(WarpFrame):
     def observation(self, frame: np.ndarray) -> np.ndarray:
         if frame.ndim == 3:
             return super().observation(frame)
+        import cv2  # as SB3's WarpFrame: only the classic Atari stack needs OpenCV
+
         return cv2.resize(frame, (self.width, self.height), interpolation=cv2.INTER_AREA)[:, :, None]
 
 
