@@ -35,7 +35,7 @@ EXACT_WRAPPERS = {
     "gymnasium.wrappers.transform_observation": ("FlattenObservation",),
     "stable_baselines3.common.monitor": ("Monitor",),
     "stable_baselines3.common.atari_wrappers": ("NoopResetEnv", "MaxAndSkipEnv", "EpisodicLifeEnv",
-                                                "FireResetEnv", "WarpFrame", "ClipRewardEnv"),
+                                                "FireResetEnv", "ClipRewardEnv"),
     "a2c_ppo_acktr.envs.single": ("TransposeImage", "SeedFirstReset", "WarpFrameGray"),
 }
 # Plain attributes that are no state of the episode: Monitor's history of finished episodes
