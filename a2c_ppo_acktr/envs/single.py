@@ -12,6 +12,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.wrappers import FlattenObservation
+from stable_baselines3.common import atari_wrappers
 from stable_baselines3.common.atari_wrappers import (
     ClipRewardEnv,
     EpisodicLifeEnv,
@@ -171,8 +172,7 @@ class WarpFrameGray(WarpFrame):
     def observation(self, frame: np.ndarray) -> np.ndarray:
         if frame.ndim == 3:
             return super().observation(frame)
-        import cv2  # as SB3's WarpFrame: only the classic Atari stack needs OpenCV
-
+        cv2 = atari_wrappers.cv2  # SB3's optional import: only the classic Atari stack needs it
         return cv2.resize(frame, (self.width, self.height), interpolation=cv2.INTER_AREA)[:, :, None]
 
 
