@@ -1,4 +1,4 @@
-"""scripts/baselines_curves.py against a page drawn as baselines drew theirs: matplotlib SVGs (text
+"""scripts/notes/baselines_curves.py against a page drawn as baselines drew theirs: matplotlib SVGs (text
 as <text>, a white grid) of known curves, a score table with a colour swatch per row."""
 import io
 

@@ -1,4 +1,4 @@
-"""scripts/step_size.py: how far an update moves the policy, and K-FAC's predicted KL per loss
+"""scripts/notes/step_size.py: how far an update moves the policy, and K-FAC's predicted KL per loss
 term, from a fresh start or a checkpoint (its flags overridable), bad input in one line."""
 import math
 import re

@@ -10,8 +10,8 @@ probability), also per 1,000 env steps. Under ACKTR also K-FAC's predicted KL of
 loss alone and of the whole loss, and the clip's factor nu. Nothing is written: the episodes'
 monitor files go to a temporary directory and the checkpoint is not saved.
 
-    python scripts/step_size.py --checkpoint runs/models/acktr/BreakoutNoFrameskip-v4_seed1.pt
-    python scripts/step_size.py --env-name BreakoutNoFrameskip-v4 --recipe acktr --updates 20
+    python scripts/notes/step_size.py --checkpoint runs/models/acktr/BreakoutNoFrameskip-v4_seed1.pt
+    python scripts/notes/step_size.py --env-name BreakoutNoFrameskip-v4 --recipe acktr --updates 20
 """
 from __future__ import annotations
 

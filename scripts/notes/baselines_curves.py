@@ -6,7 +6,7 @@ repository) holds a table of 7 algorithms x 7 games, each row with its colour sw
 matplotlib SVG per game with their learning curves over 10M env steps ("reward, avg. over 6
 runs") drawn in those colours.
 
-    python scripts/baselines_curves.py benchmarks_atari10M.htm --game Breakout Pong \
+    python scripts/notes/baselines_curves.py benchmarks_atari10M.htm --game Breakout Pong \
         --algo acktr a2c ppo2 --steps 500000 1000000 2000000 5000000 10000000
 
 prints each curve's reward at the plotted point nearest each step (points every ~100k steps).
