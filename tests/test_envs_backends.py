@@ -188,7 +188,7 @@ def test_ale_sees_pongs_frames_as_the_classic_stack_within_its_flicker(monkeypat
     """Pong: ALE takes the max of two grayscale frames, the classic stack (MaxAndSkipEnv, then
     WarpFrame) the grayscale of the max of two RGB frames; they differ only where the agent's
     paddle moved between the two (columns 73-75), in at most 1% of a frame's pixels by at most
-    16 gray levels (docs/results.md, the backend parity)."""
+    16 gray levels (docs/notes.md, the backend parity)."""
     theirs, ours, their_frames, our_frames = _play_aligned(PONG, 300, monkeypatch)
     assert ours == theirs == []  # no game ends in 300 steps
     diff = np.abs(np.stack(our_frames).astype(np.int16) - np.stack(their_frames))

@@ -166,7 +166,7 @@ class WarpFrameGray(WarpFrame):
 
     With ``obs_type="grayscale"`` the max over the last two frames is taken in grayscale, as
     ALE's ``AtariVectorEnv`` takes it, rather than of RGB frames converted after (the classic
-    stack's default); only Pong's frames are known to differ between the two (docs/results.md).
+    stack's default); only Pong's frames are known to differ between the two (docs/notes.md).
     """
 
     def observation(self, frame: np.ndarray) -> np.ndarray:

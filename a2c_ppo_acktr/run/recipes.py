@@ -16,7 +16,7 @@ b of ``n_steps`` n is our ``--num-mini-batch n/b``; SB3's loss (advantages stand
 minibatch, no value clipping, and no 1/2 on the squared error: its ``vf_coef`` c is our
 ``--value-loss-coef`` 2c); its ``policy_kwargs`` as ``--hidden-size``, ``--activation``,
 ``--log-std-init``, ``--init``. Hopper's and Walker2d's start from CleanRL's settings (see
-``TUNED``). What each recipe reached, and the alternatives tried: docs/results.md.
+``TUNED``). What each recipe reached: docs/results.md; the alternatives tried: docs/notes.md.
 """
 import argparse
 import shlex
