@@ -16,6 +16,7 @@ from a2c_ppo_acktr.envs.episodes import load_run, read_monitor_file
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
+from a2c_ppo_acktr.storage import RolloutStorage
 
 # The README's CartPole command (the learning test uses it as written there).
 CARTPOLE_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "8",
@@ -45,6 +46,18 @@ SHORT = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8"
 def test_same_seed_same_run(tmp_path, algo):
     extra = SHORT + ["--algo", algo, "--num-mini-batch", "2", "--use-gae", "--use-proper-time-limits"]
     a = load_checkpoint(run(tmp_path, extra, "a").checkpoint)
+    b = load_checkpoint(run(tmp_path, extra, "b").checkpoint)
+    for key in a["actor_critic"]:
+        assert torch.equal(a["actor_critic"][key], b["actor_critic"][key]), key
+
+
+def test_host_storage_writes_learn_as_tensor_copies(tmp_path, monkeypatch):
+    """On the CPU the storage is written through numpy views; the same run with the tensor
+    copies (the GPU's path) must end with the same weights, bit for bit."""
+    extra = SHORT + ["--algo", "ppo", "--num-mini-batch", "2", "--use-gae", "--use-proper-time-limits",
+                     "--env-name", "Pendulum-v1"]  # Box actions, time-limit truncations
+    a = load_checkpoint(run(tmp_path, extra, "a").checkpoint)
+    monkeypatch.setattr(RolloutStorage, "_host_views", lambda self: None)
     b = load_checkpoint(run(tmp_path, extra, "b").checkpoint)
     for key in a["actor_critic"]:
         assert torch.equal(a["actor_critic"][key], b["actor_critic"][key]), key

@@ -1,4 +1,7 @@
 """RolloutStorage: returns vs plain loops and stable-baselines3's buffer; generators' coverage."""
+import copy
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -93,6 +96,43 @@ def test_insert_and_after_update():
     r.after_update()
     assert torch.all(r.obs[0] == 2.0) and torch.all(r.recurrent_hidden_states[0] == 2.0)
     assert torch.all(r.masks[0] == 0)
+
+
+@pytest.mark.parametrize("space", [spaces.Discrete(3), spaces.Box(-1, 1, (2,), np.float32)])
+def test_host_writes_store_what_tensor_copies_store(space):
+    """CPU storage writes through numpy views (``_host``); the GPU's path copies tensors: the two
+    must hold the same values, for every field, whole steps and column groups alike."""
+    host = RolloutStorage(3, 4, (2,), space, 2)
+    copies = RolloutStorage(3, 4, (2,), space, 2)
+    copies._host = None
+    assert host._host is not None
+    g = torch.Generator().manual_seed(0)
+    for step in range(3):
+        for columns in (slice(0, 2), slice(2, 4)):
+            n = 2
+            actions = (torch.randint(0, 3, (n, 1), generator=g) if isinstance(space, spaces.Discrete)
+                       else torch.randn(n, 2, generator=g))
+            values = torch.randn(n, 1, generator=g, requires_grad=step == 1)  # numpy() refuses it
+            args = (torch.randn(n, 2, generator=g), torch.randn(n, 2, generator=g), actions,
+                    torch.randn(n, 1, generator=g), values, torch.randn(n, 1, generator=g),
+                    torch.randint(0, 2, (n, 1), generator=g).float(), torch.ones(n, 1))
+            bootstrap = torch.randn(n, 1, generator=g) if step == 2 else None
+            for r in (host, copies):
+                r.insert(*args, bootstrap_values=bootstrap, columns=columns,
+                         advance=columns.start == 2)
+    for name in RolloutStorage._fields:
+        assert torch.equal(getattr(host, name), getattr(copies, name)), name
+
+
+def test_a_copy_writes_into_its_own_tensors():
+    """deepcopy and pickle give a storage whose writes land in its own tensors (the
+    asynchronous sampler alternates two buffers, one a deepcopy of the other)."""
+    r = RolloutStorage(2, 1, (1,), spaces.Discrete(2), 1)
+    for c in (copy.deepcopy(r), pickle.loads(pickle.dumps(r))):
+        c.insert(torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1, dtype=torch.long),
+                 torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1),
+                 torch.ones(1, 1))
+        assert c.obs[1].item() == 1 and c.rewards[0].item() == 1 and r.obs[1].item() == 0
 
 
 @pytest.mark.parametrize("num_mini_batch", [1, 4, 6])
