@@ -2,7 +2,8 @@
 
 ``WorkerGroup`` starts N ``RolloutWorker`` actors, publishes one snapshot per update, stacks their
 rollouts into the learner's storage, merges their normalizer statistics and restarts failed
-workers; ``RayCollector`` is the training loop's view of it. The decisions are in ``ray_actors.py``.
+workers; ``RayCollector`` is the training loop's view of it (docs/scale-out.md, "Ray rollout
+workers on one machine").
 """
 import os
 import time
