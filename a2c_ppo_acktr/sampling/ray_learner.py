@@ -41,7 +41,7 @@ class WorkerGroup:
     It offers what the loop uses of ``make_vec_envs``'s result — ``observation_space``,
     ``action_space``, ``num_envs``, ``reset``, ``pause``, ``close``, and the learner's copy of the
     normalization statistics as a ``Normalizer`` in ``.venv`` (so ``get_vec_normalize``,
-    checkpoints, resume and evaluation work as before) — and ``collect`` in place of
+    checkpoints, resume and evaluation work as without workers) — and ``collect`` in place of
     ``collect_rollout``.
     """
 
