@@ -10,15 +10,10 @@ Usage::
     python enjoy.py --env-name PongNoFrameskip-v4 --load-dir trained_models/a2c
     python enjoy.py --load-dir trained_models/ppo/PongNoFrameskip-v4_seed1.pt --max-steps 2000
 
-``--load-dir`` is main.py's ``--save-dir``, one of its ``<algo>`` directories (the original's
-form) or a checkpoint file. In a directory the env's checkpoint is ``<env-name>_seed<seed>.pt``
-('/' in the id becomes '_') or the original's ``<env-name>.pt``; ``--algo`` and ``--train-seed``
-choose when there are several.
-Actions are the policy's mode unless ``--non-det``. Each episode prints its raw return (for Atari
-the game score, not the clipped training reward). ``--record`` writes the frames to a .gif or .mp4
-(imageio; imageio-ffmpeg for .mp4). Without a display nothing is shown, and MuJoCo renders
-offscreen with ``MUJOCO_GL=egl`` unless MUJOCO_GL is set. A missing, unreadable or mismatched
-checkpoint is one line on stderr and exit status 2.
+``--load-dir`` is main.py's ``--save-dir``, one of its ``<algo>`` directories or a checkpoint
+file. Each episode prints its raw return; ``--record`` writes a .gif or .mp4. How the checkpoint
+is found and what is played: docs/details.md, "Watching a policy". Bad input is one line on
+stderr and exit status 2.
 """
 import os
 import sys

@@ -1,10 +1,9 @@
 """Action heads: a linear layer from features to the parameters of an action distribution.
 
 Each head's ``forward`` returns a light distribution object with the interface of the original
-(``sample``, ``log_probs``, ``mode``, ``entropy``). They are written out by hand instead of wrapping
-``torch.distributions`` because its argument validation and broadcasting dominate the cost of one
-small batched forward in the rollout loop; ``tests/test_distributions.py`` checks every formula
-against ``torch.distributions``.
+(``sample``, ``log_probs``, ``mode``, ``entropy``), written out by hand rather than wrapping
+``torch.distributions``, whose argument checks cost more than a small batched forward;
+``tests/test_distributions.py`` checks every formula against ``torch.distributions``.
 
 Shapes (N = batch): ``log_probs(actions)`` -> (N, 1), summed over action dimensions;
 ``entropy()`` -> (N,); ``sample()`` / ``mode()`` -> (N, 1) long for Categorical, (N, D) long for

@@ -78,7 +78,7 @@ def evaluate(actor_critic: Policy, obs_rms: dict | None, env_name: str, seed: in
     """Run ``num_episodes`` episodes on fresh envs and return their raw returns.
 
     ``obs_rms`` is the training normalizer's state (``freeze_normalization``), or None for envs
-    without one (images: the original crashed here on Atari). ``env_kwargs`` go to ``gym.make``,
+    without one (images). ``env_kwargs`` go to ``gym.make``,
     as in training. Atari episodes are whole games (no episodic life).
     """
     eval_envs = make_vec_envs(env_name, seed + num_processes, num_processes, None,

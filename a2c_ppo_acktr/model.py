@@ -52,18 +52,14 @@ def make_policy(obs_shape: Sequence[int], action_space: gym.Space, kwargs: dict,
 class Policy(nn.Module):
     """Actor-critic with the original's interface.
 
-    ``obs_shape`` picks the base when ``base`` is None: 3-D (C, H, W) images -> ``CNNBase``,
-    1-D vectors -> ``MLPBase``. ``action_space`` picks the head: Discrete -> Categorical,
-    Box -> DiagGaussian, MultiBinary -> Bernoulli, MultiDiscrete -> MultiCategorical.
-    ``base_kwargs`` go to the base
-    (``recurrent``, ``hidden_size``, ``activation``). ``log_std_init`` is the Gaussian head's
-    initial log-std and ``action_mean_gain`` the orthogonal gain of its mean layer (SB3 and
-    CleanRL: 0.01, near-zero initial means); ``init="default"`` replaces the original's orthogonal
-    init of the Linear and Conv2d layers by PyTorch's own (SB3's ``ortho_init=False``).
-    ``precision="bf16"`` runs the base under bfloat16 autocast (``forward_base``); the
-    parameters, the heads and all that is computed from their outputs stay fp32.
-    ``value_norm``: the value head predicts in units of the returns' running std (``ValueNorm``);
-    every value this class returns is in reward units.
+    ``obs_shape`` picks the base when ``base`` is None: (C, H, W) -> ``CNNBase``, vectors ->
+    ``MLPBase``; ``action_space`` the head: Discrete -> Categorical, Box -> DiagGaussian,
+    MultiBinary -> Bernoulli, MultiDiscrete -> MultiCategorical. ``base_kwargs``: ``recurrent``,
+    ``hidden_size``, ``activation``. ``log_std_init``: the Gaussian head's initial log-std;
+    ``action_mean_gain``: the orthogonal gain of its mean layer; ``init="default"``: PyTorch's
+    init instead of the original's orthogonal one. ``precision="bf16"``: the base under bfloat16
+    autocast, all else fp32. ``value_norm``: the head predicts in units of the returns' running
+    std (``ValueNorm``); every value returned is in reward units.
     """
 
     def __init__(self, obs_shape: Sequence[int], action_space: gym.Space,

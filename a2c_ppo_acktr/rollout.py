@@ -128,7 +128,8 @@ def _collect_pipelined(envs: Any, target: _Target) -> None:
     acted: list[tuple | None] = [None] * len(groups)  # per group: its last act's output
     last = len(groups) - 1
     # One intra-op thread for these small forwards: the other cores are ALE's, stepping the
-    # other groups meanwhile; more threads here only contend with them (docs/benchmarks.md).
+    # other groups meanwhile; more threads here only contend with them (docs/benchmarks.md,
+    # "PPO Pong (case d) against SB3").
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -151,18 +152,8 @@ class Collector:
 
     Per update the loop calls ``rollouts = collect(actor_critic)``, trains on ``rollouts``, then
     ``sync(actor_critic, rollouts)``, which hands the storage back with the new weights. The
-    subclasses change where and when the envs are stepped, never what a rollout holds:
-
-    ==================  ============================  ========================================
-    collector           module                        who steps the envs
-    ==================  ============================  ========================================
-    ``Collector``       ``rollout.py``                this process, between updates
-    ``DDPCollector``    ``sampling/ddp.py``           each torchrun rank its own; then the
-                                                      ranks merge their normalizer statistics
-    ``AsyncCollector``  ``sampling/async_thread.py``  a thread, while the learner updates
-    ``RayCollector``    ``sampling/ray_learner.py``   Ray actors, on this or other machines
-    ==================  ============================  ========================================
-
+    subclasses (``DDPCollector``, ``AsyncCollector``, ``RayCollector``: docs/design.md, "Start-up
+    (`main.start`, once)") change where and when the envs are stepped, never what a rollout holds.
     ``envs`` comes from ``make_vec_envs`` (or is a ``WorkerGroup``); its first observations go in
     slot 0 of a storage of ``num_steps`` steps on ``device``. ``evaluate`` (e.g. a partial of
     ``evaluation.evaluate``) is called as ``evaluate(actor_critic, obs_rms)`` -> episode returns.

@@ -1,28 +1,13 @@
 """How fast the learner runs, never what it computes: bf16 autocast, ``torch.compile`` and
 malloc's thresholds (``keep_freed_memory``).
 
-bf16 (``--precision bf16``) is ``Policy(precision="bf16")``: autocast around the base
-(``Policy.forward_base``). Training with it only pays on hardware that computes in bf16: CPUs with
-AVX512-BF16 or AMX (``cpu_has_native_bf16``), CUDA GPUs from compute capability 8.0.
-
-``--compile`` (``compile_policy``, ``compile_agent``) compiles two functions that eager mode runs
-as they are, so the eager code stays the reference:
-
-- the rollout's act step, ``Policy.act`` (forward, sampling, log-probabilities);
-- the agent's ``loss`` on one minibatch (PPO) or rollout (A2C), and so its backward: AOTAutograd
-  compiles the two together.
-
-Gradient clipping and the optimizer step stay eager: fused Adam / foreach RMSprop are one or a
-few kernels already, and a compiled step would guard on the learning rate, compiling again
-whenever a schedule changes it. Shapes are static (``dynamic=False``): every PPO minibatch has
-the same size (the generators leave the remainder out), A2C's batch is the rollout, and the act
-step sees N envs (or the N / G of a pipelined group), so nothing compiles again after the first
-update. Sampling takes eager's random numbers (``fallback_random``): same seed, same actions.
-
-On CUDA the compiled functions also replay as CUDA graphs (``mode="reduce-overhead"``, CUDA graph
-trees): their random numbers come from the CUDA generator, which advances its offset on every
-replay. A graph's outputs live in its memory pool until its next replay, so the act step hands
-out copies (a pipelined collector acts for one group of envs before storing the other's step).
+bf16 (``--precision bf16``) is ``Policy(precision="bf16")``: autocast around the base; it pays
+only where the hardware computes in bf16 (``cpu_has_native_bf16``; CUDA from compute capability
+8.0). ``--compile`` (``compile_policy``, ``compile_agent``) compiles the rollout's act step
+(``Policy.act``) and the agent's ``loss`` with its backward, with static shapes and eager's random
+numbers, on CUDA as CUDA graphs whose outputs the act step copies (the next replay overwrites
+them); clipping and the optimizer step stay eager, and the eager code stays the reference. Why
+each choice: docs/benchmarks.md, "Speed options: `--compile` and `--precision bf16`".
 """
 import ctypes
 import ctypes.util
@@ -121,9 +106,9 @@ def keep_freed_memory() -> bool:
 
     Each update allocates and frees tensors of megabytes (a minibatch's activations and their
     gradients). By default glibc hands the heap's free top back to the kernel above a threshold
-    that moves with the sizes it has seen, so the next update faults the same pages in again, zeroed:
-    on Pong most of the process's system time (docs/benchmarks.md). Fixed thresholds end that;
-    the cost is up to ``TRIM_THRESHOLD`` of freed memory kept by the process.
+    that moves with the sizes it has seen, so the next update faults the same pages in again,
+    zeroed (docs/benchmarks.md, "On the CPU"). Fixed thresholds end that; the cost is up to
+    ``TRIM_THRESHOLD`` of freed memory kept by the process.
     """
     if any(name in os.environ for name in MALLOC_ENV):
         return False

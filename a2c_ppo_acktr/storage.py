@@ -143,8 +143,8 @@ class RolloutStorage:
         The value after step t is V(s_{t+1}) if the episode goes on (masks[t+1] = 1), 0 if it
         terminated, and, with ``use_proper_time_limits``, the value of its real final observation
         (``bootstrap_values[t]``) if a time limit truncated it. Without it a truncation counts as a
-        termination. (The original instead replaced the return of a truncated step by its own
-        value estimate, which zeroes its advantage: its issue #182.)
+        termination. (The original bootstrapped from the step's own value estimate instead:
+        docs/details.md, "How episodes end: masks, bad_masks and truncation".)
         """
         self.returns_settings = (use_gae, gamma, gae_lambda, use_proper_time_limits)
         self.value_preds[-1] = next_value

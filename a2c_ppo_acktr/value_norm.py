@@ -5,9 +5,8 @@ return / std rather than the return, so the value loss keeps one scale whatever 
 size, and ``Policy`` multiplies the head's output by ``scale`` wherever a value is read (acting,
 bootstrapping, recomputing), so returns and advantages stay in reward units. PPO computes its
 value loss in the head's units and updates the statistics with each rollout's returns after its
-epochs (``PPO.update``). This is DI-engine's ``value_norm`` (the std alone, not the mean);
-rl_games' ``normalize_value`` and PopArt also centre the target. The statistics are buffers:
-checkpoints, Ray workers' weights and ``--resume`` carry them.
+epochs (``PPO.update``). As DI-engine's ``value_norm``, the std alone: the target is not
+centred. The statistics are buffers: checkpoints, Ray workers' weights and ``--resume`` carry them.
 """
 import numpy as np
 import torch

@@ -7,14 +7,11 @@ Usage::
 
     python gail_experts/generate.py --env-name CartPole-v1 --load-dir trained_models --episodes 10
 
-The checkpoint is found as by ``enjoy.py`` (``--load-dir`` is main.py's ``--save-dir``, one of its
-``<algo>`` directories or the file; ``--algo`` and ``--train-seed`` choose among several). The
-policy acts deterministically (its mode) with the run's observation
-normalization frozen, for ``--episodes`` episodes on the env the run trained on (its env kwargs),
-seeded ``seed + 1000``; the file
-``<out-dir>/trajs_<env-name>.pt`` gets the raw observations and the actions the env ran (Box
-actions clipped to the space), in the layout described in ``a2c_ppo_acktr/algo/gail.py``,
-written atomically and loadable with ``torch.load(weights_only=True)``.
+The checkpoint is found as by ``enjoy.py``. Its policy acts deterministically, the run's
+observation normalization frozen, for ``--episodes`` episodes on the env it trained on (its env
+kwargs), seeded ``seed + 1000``; ``<out-dir>/trajs_<env-name>.pt`` gets the raw observations and
+the actions the env ran (Box actions clipped), in the layout of ``a2c_ppo_acktr/algo/gail.py``,
+written atomically.
 """
 import sys
 

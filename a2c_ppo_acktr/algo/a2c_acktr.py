@@ -15,19 +15,13 @@ from a2c_ppo_acktr.storage import RolloutStorage
 class A2C_ACKTR:
     """A2C with RMSprop, or ``acktr=True``: ACKTR, the same loss with the K-FAC optimizer.
 
-    One gradient step per rollout on the loss
-    ``value_loss_coef * E[(R - V)^2] - E[A * log pi(a|s)] - entropy_coef * H``.
-
-    ACKTR (as the original) builds ``KFACOptimizer(actor_critic, **kfac)`` with its own defaults
-    (lr 0.25, momentum 0.9, kl_clip 0.001, damping 0.01, stat_decay 0.99) where ``kfac`` does not
-    name them: ``lr``, ``eps``, ``alpha`` and ``max_grad_norm`` are ignored (the KL clip bounds
-    the step instead of gradient clipping). Before each step the Fisher statistics are
-    accumulated from the backward pass of the sampled Fisher loss
-    ``-E[log pi(a~|s)] - E[(V - (V + noise))^2]`` with actions ``a~`` drawn from the current
-    policy and unit Gaussian noise on the values. After each ACKTR update ``self.stats`` holds
-    ``kl_clip_scale``, the factor the KL clip scaled that step by (1: the clip did not bind).
-    ``lr_decay_horizon``: the original's linear decay to 0 at that many env steps
-    (``adjust_lr``; under ACKTR it decays K-FAC's lr).
+    One gradient step per rollout on
+    ``value_loss_coef * E[(R - V)^2] - E[A * log pi(a|s)] - entropy_coef * H``. ACKTR builds
+    ``KFACOptimizer(actor_critic, **kfac)`` (K-FAC's defaults where ``kfac`` is silent) and ignores
+    ``lr``, ``eps``, ``alpha`` and ``max_grad_norm``; its Fisher statistics come from the sampled
+    Fisher loss (docs/details.md, "ACKTR"), and after each update ``stats["kl_clip_scale"]`` is the
+    factor the KL clip scaled the step by (1: it did not bind). ``lr_decay_horizon``: linear decay
+    of the lr (K-FAC's under ACKTR) to 0 at that many env steps.
     """
 
     def __init__(self, actor_critic: Policy, value_loss_coef: float, entropy_coef: float,

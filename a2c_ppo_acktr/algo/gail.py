@@ -1,12 +1,8 @@
 """Generative Adversarial Imitation Learning (Ho & Ermon 2016): a discriminator is the reward.
 
-The discriminator D(s, a) = sigmoid(trunk([s, a])) learns to tell expert pairs (label 1) from the
-policy's (label 0); the policy is then trained by PPO / A2C on a reward that grows with D. As the
-original: BCE on logits plus a WGAN-GP gradient penalty on interpolates, Adam, an MLP with tanh,
-and the reward divided by the running std of its discounted return.
-
-Expert files (``gail_experts/generate.py``, ``gail_experts/convert_to_pytorch.py``) are dicts
-loadable with ``torch.load(weights_only=True)``::
+D(s, a) = sigmoid(trunk([s, a])) learns to tell expert pairs (label 1) from the policy's (label
+0); the policy is trained by PPO / A2C on a reward that grows with D (docs/gail.md). Expert files
+(``gail_experts/``) are dicts loadable with ``torch.load(weights_only=True)``::
 
     states   (num_traj, T, obs_dim) float32, raw (un-normalized) observations, zero-padded
     actions  (num_traj, T, 1) int64 for Discrete, (num_traj, T, action_dim) float32 for Box
@@ -242,7 +238,8 @@ class Discriminator(nn.Module):
         # log D - log(1 - D) = the logit; -log(1 - D) = softplus(logit): stable for saturated D.
         reward = d if self.reward == "airl" else F.softplus(d)
         if self.returns is None:
-            self.returns = torch.zeros_like(reward)  # (the original started from r, adding it twice)
+            # from 0 (docs/gail.md, "Differences from the original's GAIL")
+            self.returns = torch.zeros_like(reward)
         self.returns = self.returns * masks * gamma + reward
         self.ret_rms.update(self.returns.reshape(-1).cpu().numpy())
         return reward / float(self.ret_rms.var + 1e-8) ** 0.5

@@ -1,29 +1,16 @@
 """K-FAC (Kronecker-factored approximate curvature) for ACKTR, on any model of Linear/Conv2d layers.
 
-For every ``nn.Linear`` and ``nn.Conv2d`` found in ``model.modules()`` the Fisher block of its
-weight and bias is approximated by ``A ⊗ G``: ``A`` the second moment of the layer's inputs with a
-column of ones appended (the bias is one more input), ``G`` the second moment of the gradients
-w.r.t. its outputs. The model's code is not touched: inputs and output-gradients are recorded by
-hooks, and only while ``optimizer.acc_stats`` is True (``A2C_ACKTR`` sets it for the forward pass
-and the backward pass of the Fisher loss). The step is
+Each ``nn.Linear`` / ``nn.Conv2d`` layer's Fisher block is ``A ⊗ G``: ``A`` the second moment of
+its inputs (the bias one more input, or with ``split_bias`` a block of its own), ``G`` that of its
+output gradients, recorded by hooks while ``optimizer.acc_stats`` is True. The step is
 
     v   = Q_G [(Q_G^T grad Q_A) / (d_G d_A^T + damping)] Q_A^T   (= (A ⊗ G + damping I)^-1 grad)
     nu  = min(1, sqrt(kl_clip / sum(v * grad * lr^2)))               (trust region on the KL)
     SGD with momentum on nu * v, with the step size lr * (1 - momentum)
 
-like the original (Wu et al. 2017; ikostrikov's pytorch-a2c-ppo-acktr-gail), with
-``torch.linalg.eigh`` instead of the removed ``torch.symeig``. The bias is by default the ACKTR
-authors' (OpenAI baselines' ``KfacOptimizer``, ``blockdiag_bias=False``): one more input of the
-layer's block, its column ``1 / spatial`` for a conv; ``split_bias=True`` gives it a block of its
-own, as the original's ``SplitBias`` does: ``A = 1`` and ``G`` of the output gradient summed over
-a conv's positions (``compute_cov_g_bias``). Any other parameter (DiagGaussian's
-``logstd``, GRU weights) is preconditioned by the identity: it takes part in the KL clip and the
-momentum step with its plain gradient.
-
-All state lives in the standard ``Optimizer`` state (tensors keyed by parameter: momentum buffers
-and the running factors / their eigendecompositions) and the param group (``lr``, ``steps``), so
-``state_dict()`` saves with ``torch.save``, loads with ``weights_only=True`` and resumes exactly;
-``param_groups[0]["lr"]`` is the K-FAC lr and a learning-rate schedule may change it.
+Other parameters (``logstd``, GRU weights) step along their plain gradient. All state is standard
+``Optimizer`` state (``weights_only``-loadable); ``param_groups[0]["lr"]`` is the K-FAC lr. The
+bias conventions and the rest: docs/details.md, "ACKTR".
 """
 import math
 from collections.abc import Callable
@@ -33,9 +20,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# Patch elements per chunk of the conv factor (~8 MB of fp32): the patches of a whole Atari batch
-# (640 x 400 x 256 for the Nature CNN's first layer, 260 MB) are built and multiplied a cache-sized
-# chunk at a time, which on 2 CPU cores takes half the time of all at once (docs/benchmarks.md).
+# Patch elements per chunk of the conv factor (~8 MB of fp32): a batch's patches are built and
+# multiplied a cache-sized chunk at a time, not all at once (docs/benchmarks.md, "Measured code
+# choices").
 PATCH_CHUNK = 1 << 21
 
 

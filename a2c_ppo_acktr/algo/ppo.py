@@ -20,27 +20,15 @@ def standardize(x: torch.Tensor) -> torch.Tensor:
 class PPO:
     """PPO on a ``Policy``: ``ppo_epoch`` passes of ``num_mini_batch`` minibatches per rollout.
 
-    After each ``update``, ``self.stats`` holds the mean ``approx_kl`` (the low-variance estimator
-    E[(r - 1) - log r] of KL(old || new)) and ``clip_fraction`` (share of samples whose ratio
-    left [1 - clip, 1 + clip]) for the log.
-
-    ``advantage_norm``: "batch" standardizes the advantages over the whole rollout (the
-    original), "minibatch" over each minibatch (SB3, CleanRL), "none" leaves them raw.
-
-    ``desired_kl``: after each epoch, the learning rate is divided by 1.5 if that epoch's mean
-    ``approx_kl`` exceeded twice ``desired_kl`` and multiplied by 1.5 if it stayed under half of
-    it, within [1e-6, 1e-2] (rl_games' adaptive schedule): the step size follows how far the
-    policy moves, not the step budget. ``lr_decay_horizon``: the original's linear decay to 0 at
-    that many env steps (``adjust_lr``).
-
-    ``recompute_advantages``: before each epoch after the first, the values of the rollout's
-    states, their returns and advantages are computed again with the current weights
-    (``RolloutStorage.recompute_returns``; DI-engine's and Tianshou's ``recompute_adv``), and the
-    clipped value loss is clipped around the new values; feed-forward policies only.
-
-    A ``Policy(value_norm=True)`` gets its value loss in the head's units (values, old values and
-    returns divided by ``value_norm.scale``; the clip range applies there too), and its
-    statistics updated with the rollout's returns after the epochs (``ValueNorm``).
+    ``advantage_norm``: standardize over the rollout ("batch", the original's), each minibatch
+    ("minibatch") or not ("none"). ``desired_kl``: after each epoch the lr is divided by
+    ``KL_LR_FACTOR`` if the epoch's mean ``approx_kl`` exceeded 2 * ``desired_kl``, multiplied by
+    it if under half, within [``KL_MIN_LR``, ``KL_MAX_LR``]. ``lr_decay_horizon``: linear decay to
+    0 at that many env steps. ``recompute_advantages``: values, returns and advantages again before
+    each epoch after the first (``RolloutStorage.recompute_returns``; feed-forward only). With
+    ``Policy(value_norm=True)`` the value loss is in the head's units. After ``update``, ``stats``
+    holds the mean ``approx_kl`` (E[(r - 1) - log r]) and ``clip_fraction``. The options' sources:
+    docs/details.md, "Flags and run files".
     """
 
     def __init__(self, actor_critic: Policy, clip_param: float, ppo_epoch: int,

@@ -1,29 +1,14 @@
 """``AleVecEnv``: Atari games in ALE's C++ vector env (``ale_py.vector_env.AtariVectorEnv``), under
 our vector-env contract, with the semantics of the classic wrapped stack (``single.make_env``).
 
-ALE does in C++, on its own threads, what the classic stack does in Python per env: frameskip 4
-with a max over the last two frames, 84x84 grayscale, noop starts (up to 30), FIRE at reset, and
-the frame stack, which arrives made: observations are (N, 4, 84, 84) uint8. This module adds:
-
-- clipped rewards for the learner (the sign, as ``ClipRewardEnv``), raw game scores of whole
-  games in ``infos[i]["episode"]`` and the monitor files (``episodes.EpisodeMonitor``);
-- ``episodic_life`` (training): a lost life ends the learner's episode (terminated, masks 0) while
-  the game goes on, as ``EpisodicLifeEnv``; the stack then shows zeros for the frames of the
-  previous life, as ``VecPyTorchFrameStack`` after an episode end. ALE's own ``episodic_life``
-  resets the whole game on a lost life, so it is not used: ``life_loss_info`` is;
-- same-step autoreset with ``infos[i]["final_obs"]`` (ALE's ``SameStep`` mode) and time-limit
-  truncation after ``max_num_frames_per_episode`` frames (both id styles: 108000);
-- seeds: env i gets ``seed + first_rank + i`` on the first reset;
-- groups: ``groups`` independent ALE vector envs over consecutive blocks of envs, so that a
-  collector can step one block (``send``, ``recv``) while the policy acts on the other
-  (``rollout.collect_rollout``).
-
-Differences from the classic stack (their resets, not their games): noop starts draw 0-29 noop
-frames (classic 1-30) from ALE's RNG; FIRE is one frame at reset only (classic: a FIRE step and a
-step of action 2 at every reset, also after a lost life), and in whole games (evaluation) the
-agent's action after a lost life is replaced by FIRE; and the episode length ``l`` counts the
-agent's steps only (classic also counts those reset steps). ``tests/test_envs_backends.py`` shows
-the two give the same episodes and scores once those resets are aligned.
+ALE runs the classic preprocessing in C++ on its own threads (frameskip 4 with a max over two
+frames, 84x84 grayscale, noop starts, FIRE at reset, the frame stack): observations are (N, 4, 84,
+84) uint8. This module adds clipped rewards (raw scores in ``infos[i]["episode"]`` and the monitor
+files), ``episodic_life`` (a lost life ends the learner's episode, the game goes on: ALE's own
+option resets the game), same-step autoreset with ``final_obs``, truncation at
+``max_num_frames_per_episode`` (108000), seeds ``seed + first_rank + i``, and ``groups``: blocks
+of envs stepped apart (``send``, ``recv``) for a pipelined collector. Where its resets differ from
+the classic stack's: docs/benchmarks.md, "`ale` and the classic stack: what differs".
 """
 import numpy as np
 from gymnasium.envs.registration import EnvSpec

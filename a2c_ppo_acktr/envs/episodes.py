@@ -154,15 +154,11 @@ def load_run(log_dir: str) -> tuple[np.ndarray, np.ndarray, str]:
 def load_episodes(log_dir: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """Load all monitor files of one run (one seed) from ``log_dir``.
 
-    Episodes from all ranks are merged in order of absolute wall time
-    (``t_start + t``; ties keep file order). Returns ``(steps, returns,
-    lengths, env_id)``: ``steps[i]`` is the cumulative env steps (sum of episode
-    lengths over all envs) at the end of the i-th finished episode,
-    ``returns[i]`` its return, ``lengths[i]`` its length, and ``env_id`` the id
-    from the monitor headers (``"unknown"`` if absent).
-
-    Raises ``LogError`` for a missing dir, no monitor files, or no finished
-    episodes.
+    Episodes from all ranks are merged in order of absolute wall time (``t_start + t``; ties keep
+    file order). Returns ``(steps, returns, lengths, env_id)``: ``steps[i]`` the cumulative env
+    steps (episode lengths summed over all envs) when the i-th episode ended, ``returns[i]`` and
+    ``lengths[i]`` its return and length, ``env_id`` the headers' id (``"unknown"`` if absent).
+    Raises ``LogError`` for a missing dir, no monitor files, or no finished episodes.
     """
     rs, ls, ts, env_ids = [], [], [], []
     for path in monitor_files(log_dir):

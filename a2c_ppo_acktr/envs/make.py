@@ -66,20 +66,13 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
 
     The result speaks torch on ``device``: ``reset() -> obs (N, *obs_shape)``, ``step(actions)
     -> obs, reward (N, 1), terminated (N,), truncated (N,), infos`` (``torch_vec.VecPyTorch``).
-    ``gamma`` None normalizes observations only (evaluation); ``log_dir`` None writes no
-    monitor files.
-
-    Backends (``vec_env``): ``dummy`` / ``shmem`` step the classic per-env stack
-    (``single.make_env``) in this process / in worker processes; ``ale`` runs Atari ids in ALE's
-    C++ vector env, frame stack included (``ale.AleVecEnv``); ``native`` an id's own vector entry
-    point (``native.NativeVecEnv``); ``auto`` picks one (``_auto_vec_env``).
-
-    ``env_kwargs`` go to ``gym.make`` (e.g. a real-time env's config). Env i has rank
-    ``first_rank + i``: seed ``seed + rank``, monitor file ``<rank>.monitor.csv``. Ray workers and
-    DDP ranks offset it so that their envs and files are those of one big run.
-    ``episodic_life=False`` (evaluation) makes a lost life no episode end for ``ale``, which then
-    FIREs (the agent's action replaced) as the classic stack's resets do; the classic Atari stack
-    always ends the learner's episode there.
+    ``vec_env``: ``dummy`` / ``shmem`` (the classic per-env stack, here / in worker processes),
+    ``ale`` (``ale.AleVecEnv``), ``native`` (``native.NativeVecEnv``) or ``auto``
+    (``_auto_vec_env``). ``gamma`` None normalizes observations only (evaluation); ``log_dir``
+    None writes no monitor files; ``env_kwargs`` go to ``gym.make``. Env i has rank ``first_rank +
+    i``: seed ``seed + rank``, monitor file ``<rank>.monitor.csv``. ``episodic_life=False``
+    (evaluation): a lost life ends no episode on ``ale``, which FIREs after it; the classic Atari
+    stack always ends the learner's episode there.
     """
     if vec_env not in VEC_ENV_KINDS:
         raise ConfigError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")

@@ -166,7 +166,8 @@ class WarpFrameGray(WarpFrame):
 
     With ``obs_type="grayscale"`` the max over the last two frames is taken in grayscale, as
     ALE's ``AtariVectorEnv`` takes it, rather than of RGB frames converted after (the classic
-    stack's default); only Pong's frames are known to differ between the two (docs/notes.md).
+    stack's default): the two differ where an object moved between the frames (docs/details.md,
+    "Flags and run files").
     """
 
     def observation(self, frame: np.ndarray) -> np.ndarray:

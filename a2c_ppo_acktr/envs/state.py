@@ -1,21 +1,12 @@
 """The exact state of a vector-env stack, read at save time and written back at resume time (never
 per step), as plain values: ``torch.load(weights_only=True)`` reads them.
 
-A classic env (``single.make_env``) is a chain of wrappers around one simulator; its state is, per
-layer, the attributes that change as it steps:
-
-- plain attributes of every layer: TimeLimit's elapsed steps, SB3 Monitor's running episode
-  (``rewards``, ``needs_reset``), EpisodicLifeEnv's lives, ``SeedFirstReset``'s pending seed,
-  classic control's ``state``, numpy arrays and numpy scalars (their dtype kept), and the
-  ``np.random.Generator`` each env draws its resets from (its bit generator's state);
-- the simulator: MuJoCo's ``MjData`` (every array it holds, then ``mj_setState`` with the full
-  integration state: some envs read positions computed by the previous step before stepping),
-  and the emulator of an ALE game (``cloneState(include_rng=True)``, sticky actions' RNG included).
-
+Per layer of a classic env (``single.make_env``): its plain attributes (numpy arrays and scalars
+with their dtype, ``np.random.Generator`` states), and innermost the simulator's state (MuJoCo's
+``MjData`` with its integration state, an ALE game's ``cloneState(include_rng=True)``). Above the
+envs: ``VecNormalize``'s running returns, the frame stack, ``NativeVecEnv``'s episode counters.
 Only simulators and wrappers known to keep nothing else count as exact (``inexact_reason``);
-others resume approximately. Above the envs: ``VecNormalize``'s running discounted returns (its
-statistics travel in the checkpoint's ``obs_rms``), the frame stack, and the episode counters of
-``NativeVecEnv``. ``AleVecEnv`` cannot: ale-py's ``AtariVectorEnv`` has no way to read its games.
+``AleVecEnv``'s games cannot be read. What resumes exactly: docs/details.md, "Exact resume".
 """
 from collections.abc import Sequence
 from typing import Any
@@ -119,6 +110,8 @@ def _load_attributes(layer: Any, saved: dict) -> None:
 def _mujoco_state(data: Any, model: Any) -> dict:
     import mujoco
 
+    # Every array, not only the integration state: some envs read positions that the previous
+    # step computed before they step.
     kind = mujoco.mjtState.mjSTATE_INTEGRATION
     state = np.empty(mujoco.mj_stateSize(model, kind))
     mujoco.mj_getState(model, data, state, kind)

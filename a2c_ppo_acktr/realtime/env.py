@@ -1,19 +1,16 @@
 """Real-time environments with rtgym's timing semantics, without depending on rtgym.
 
-A robot or a video game runs on its own clock: it does not wait for the policy. ``RealTimeEnv``
-turns a ``RealTimeGymInterface`` (what a user writes to plug in a device) into a ``gym.Env``
-whose ``step`` lasts ``time_step_duration`` seconds of wall time:
+``RealTimeEnv`` turns a ``RealTimeGymInterface`` (what a user writes to plug in a device) into a
+``gym.Env`` whose ``step`` lasts ``time_step_duration`` seconds of wall time:
 
     step(a) called during time step k (which started at t_k, with the previous action):
       - observation captured at t_k + start_obs_capture (the effect of the *previous* action),
       - sleep until the deadline t_k + time_step_duration,
       - ``a`` is sent: it is the action of time step k+1, which starts now; ``step`` returns.
 
-The policy's inference therefore overlaps time step k+1, and the observation it sees was taken
-before ``a`` acted; that is why the last ``act_buf_len`` actions (newest = ``a``) are appended to
-the observation. A ``step`` call up to ``time_step_duration * time_step_timeout_factor`` late is
-absorbed (the next step is shorter, the clock stays on its grid); later than that is a time-out:
-counted in ``env.timeouts``, reported in ``info``, warned about, and the clock is re-based.
+The observation was taken before ``a`` acted, so the last ``act_buf_len`` actions are appended to
+it. A ``step`` up to ``time_step_timeout_factor`` time steps late is absorbed; later is a time-out
+(``env.timeouts``, ``info``, a warning; the clock re-based). The user's view: docs/realtime.md.
 """
 import time
 import warnings

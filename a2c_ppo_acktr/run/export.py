@@ -8,35 +8,13 @@ Usage::
     # -> trained_models/ppo/CartPole-v1_seed1.pt2; then, anywhere with torch:
     #    policy = torch.export.load("CartPole-v1_seed1.pt2").module(); action = policy(obs)
 
-The module computes what ``enjoy.py`` does with deterministic actions, from the observation as
-the env stack of ``make_vec_envs`` hands it to the policy, before normalization:
-
-- ``obs`` is batched, ``(N, *obs_shape)``. Vector observations are the env's own, of its
-  observation space's dtype; the training run's ``VecNormalize`` statistics are folded in, frozen:
-  ``clip((obs - mean) / sqrt(var + epsilon), -clip_obs, clip_obs)`` in float64, as the env stack
-  computes it. Atari observations are uint8 ``(N, 4, 84, 84)``: the last 4 frames, oldest first,
-  each the ALE screen after ``NoopResetEnv``, ``MaxAndSkipEnv(skip=4)`` (the max of the last two
-  frames) and ``WarpFrame`` (84x84 grayscale); at an episode's start the older frames are zeros.
-  Frame stacking keeps state between steps, so it stays with the caller; the division by 255 is
-  in the model.
-- The action is the distribution's mode: Discrete -> the argmax index, ``(N,)`` int64; Box -> the
-  Gaussian mean clipped to the action space's bounds, ``(N, A)`` float32, as ``VecPyTorch`` clips
-  what it sends to the env; MultiDiscrete -> ``(N, D)`` int64, the argmax of each dimension;
-  MultiBinary -> ``(N, D)`` float32 0/1.
-- A recurrent (GRU) policy takes and returns its state: ``action, hidden = policy(obs, hidden,
-  mask)``, ``hidden`` ``(N, H)`` float32 zeros at the start, ``mask`` ``(N, 1)`` float32, 0 where
-  an episode starts (the state is reset there) and 1 elsewhere.
-
-The default format is ``torch.export``'s (``.pt2``, ``torch.export.load``): TorchScript, the
-older way, is deprecated (torch 2.13 warns at ``torch.jit.trace``, ``save`` and ``load``).
-Its ``policy.json`` extra file describes the inputs and outputs. ``.pt2`` inputs keep the dtypes
-the file was made with (the observation space's: float32 for CartPole, float64 for MuJoCo, uint8
-for Atari; float32 ``hidden`` and ``mask``) and any batch size. ONNX (``.onnx``, the same in
-its model properties) needs the ``onnx`` and ``onnxscript`` packages, which this project does
-not depend on. The default ``--out`` is the checkpoint's path with that suffix.
-
-Bad input (a missing or unreadable file, not a checkpoint of main.py, an ``--out`` that cannot be
-written) is one line on stderr and exit status 2, with nothing written.
+The file computes what ``enjoy.py`` does with deterministic actions, from the observation as
+``make_vec_envs`` hands it to the policy before normalization (the run's statistics folded in):
+``policy(obs) -> action`` for ``obs`` ``(N, *obs_shape)`` of the observation space's dtype (Atari:
+uint8 ``(N, 4, 84, 84)``, the caller stacking frames), the action the distribution's mode (Box:
+clipped to the space); a recurrent policy is ``policy(obs, hidden, mask) -> action, hidden``. The
+inputs, outputs and formats in full: docs/details.md, "Exporting a policy". Bad input is one line
+on stderr and exit status 2, with nothing written.
 """
 import argparse
 import importlib.util

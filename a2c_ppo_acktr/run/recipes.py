@@ -6,17 +6,8 @@ recipe holds every flag except ``--env-name``, ``--seed`` and the output directo
 ``--num-env-steps`` is the suite's budget (``BUDGETS``). ``python -m a2c_ppo_acktr.run.recipes
 HalfCheetah-v5 tuned`` prints the full command.
 
-The tuned HalfCheetah and Ant recipes follow Tianshou's MuJoCo PPO example
-(examples/mujoco/mujoco_ppo.py): 2048 steps per update from many envs at once, minibatches of 64,
-raw advantages, the value's squared error unclipped, a small initial action mean
-(``--action-mean-gain 0.01``) and std (``--log-std-init -0.5``); unlike Tianshou, a constant
-learning rate and advantages computed once per update. Humanoid's translates rl-baselines3-zoo's
-tuned PPO hyper-parameters (hyperparams/ppo.yml, MuJoCo v3): one env, so the zoo's ``batch_size``
-b of ``n_steps`` n is our ``--num-mini-batch n/b``; SB3's loss (advantages standardized per
-minibatch, no value clipping, and no 1/2 on the squared error: its ``vf_coef`` c is our
-``--value-loss-coef`` 2c); its ``policy_kwargs`` as ``--hidden-size``, ``--activation``,
-``--log-std-init``, ``--init``. Hopper's and Walker2d's start from CleanRL's settings (see
-``TUNED``). What each recipe reached: docs/results.md; the alternatives tried: docs/notes.md.
+Where each tuned recipe comes from (Tianshou, rl-baselines3-zoo, CleanRL) and how its settings
+translate to our flags: docs/notes.md, "The recipes".
 """
 import argparse
 import shlex
@@ -59,11 +50,9 @@ _TIANSHOU_MUJOCO = {**_PPO, "num_processes": 64, "num_steps": 32, "ppo_epoch": 1
                     "advantage_norm": "none", "no_clipped_value_loss": True,
                     "action_mean_gain": 0.01, "log_std_init": -0.5, "max_grad_norm": 0.5,
                     "clip_param": 0.2}
-# Atari: the original's command (CleanRL's and the zoo's too: 8 envs x 128 steps, clip 0.1, lr
-# 2.5e-4) with two changes for a short budget. Twice the gradient steps at the same compute: 4
-# epochs of 8 minibatches of 128 instead of 4 of 256. A constant learning rate: the original decays
-# it to 0 over --num-env-steps, so a 2M run spent its last quarter under a quarter of the rate
-# (CleanRL's decay over 10M is still at 85% at 1.5M); constant, a 2M and a 10M run learn alike.
+# Atari: the original's command with twice the gradient steps at the same compute (8 minibatches
+# of 128, not 4 of 256) and a constant learning rate, so that the schedule does not depend on the
+# budget (docs/notes.md, "Atari: Pong, the tuned recipe (issue #25)").
 _ATARI_TUNED = {key: value for key, value in ORIGINAL["atari"].items()
                 if key != "use_linear_lr_decay"} | {"num_mini_batch": 8}
 # The original's A2C and ACKTR Atari commands (its README), beside its PPO one: A2C is main.py's
@@ -72,16 +61,15 @@ ORIGINAL_BY_ALGO: dict[str, dict[str, dict[str, Any]]] = {
     "a2c": {"atari": {"algo": "a2c"}},
     "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20}}}
 TUNED = {
-    # HalfCheetah and Ant: above the zoo's settings, which were their recipes before.
+    # HalfCheetah and Ant: Tianshou's MuJoCo PPO example.
     "HalfCheetah-v5": _TIANSHOU_MUJOCO,
     "Ant-v5": _TIANSHOU_MUJOCO,
     # Hopper and Walker2d: CleanRL's ppo_continuous_action settings (the original's command with
     # advantages per minibatch) plus SB3's small initial action mean (gain 0.01) and a narrower
-    # start (std 0.5); Hopper also drops value clipping. The zoo's stood still or fell on Hopper;
-    # Tianshou's did no better on either.
+    # start (std 0.5); Hopper also drops value clipping.
     "Hopper-v5": {**_CLEANRL_MUJOCO, "no_clipped_value_loss": True},
     "Walker2d-v5": _CLEANRL_MUJOCO,
-    # Humanoid: the zoo's, made for 10M steps; at 1M level with the original's, above Tianshou's.
+    # Humanoid: rl-baselines3-zoo's tuned PPO, translated (docs/notes.md, "The recipes").
     "Humanoid-v5": {**_SB3_MUJOCO, **_BIG_RELU, "num_steps": 512, "num_mini_batch": 2,
                     "ppo_epoch": 5, "lr": 3.56987e-5, "gamma": 0.95, "gae_lambda": 0.9,
                     "clip_param": 0.3, "entropy_coef": 0.00238306, "value_loss_coef": 0.863784,

@@ -3,7 +3,8 @@ statistics so that a run stopped between updates and resumed goes on bit for bit
 not stopped (on the CPU): the envs' states, where the next rollout starts, the recent episode
 returns (``Collector.resume_state``) and the RNG states of numpy and Python (torch's is the
 checkpoint's ``torch_rng``). Where the sampling mode or the backend cannot give it, the resumed
-run starts new episodes from envs seeded anew, as before, and says so in one line."""
+run starts new episodes from envs seeded anew and says so in one line (docs/details.md, "Exact
+resume")."""
 import random
 
 import numpy as np

@@ -3,14 +3,11 @@
     sampler thread:  rollout 0 | rollout 1 | rollout 2 | rollout 3 | ...
     learner (main):             | update 0  | update 1  | update 2  | ...
 
-Rollout k + 1 is collected while update k runs, so it is collected with the weights from before
-update k: the policy lag is one update (zero for rollout 0). PPO's ratio divides by the stored
-log-probabilities of the policy that acted, so its update stays correct; A2C and ACKTR use the
-lagged rollout without a correction. Two ``RolloutStorage`` buffers alternate: the sampler fills
-one while the learner trains on the other, and the learner hands each buffer back with its new
-weights, which the sampler loads between rollouts. torch ops release the GIL and ``ShmemVecEnv``
-waits on pipes, so the two threads overlap (``scripts/bench/fps.py --against async`` measures
-how much: docs/scale-out.md).
+Rollout k + 1 is collected with the weights from before update k: a policy lag of one update
+(zero for rollout 0). Two ``RolloutStorage`` buffers alternate: the sampler fills one while the
+learner trains on the other and hands it back with its new weights. The threads overlap where one
+waits outside the GIL (torch ops, ``ShmemVecEnv``'s pipes). What the lag means for each algorithm
+and when it pays: docs/scale-out.md, "Asynchronous rollouts".
 """
 import copy
 import queue

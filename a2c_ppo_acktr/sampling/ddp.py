@@ -1,18 +1,11 @@
 """DDP learners: ``torchrun --nproc_per_node K main.py ...`` runs K copies of the training loop.
 
-Each rank steps its own ``num_processes`` envs (ranks ``rank * P ..`` of one big run: seeds and
-monitor files as ``make_vec_envs`` numbers them), collects its own rollout and runs the unchanged
-update on it; the ranks stay one learner because
-
-- gradients are averaged over the ranks inside every ``backward()`` (``average_gradients``), so
-  gradient clipping and the optimizer step see the gradient of the whole ``K * P`` batch and the
-  parameters stay identical without any change to ``algo/``;
-- the normalization statistics are merged after every rollout (``sync_normalizer``: each rank's
-  new data as moments, as the Ray workers do), so every rank normalizes alike;
-- rank 0 alone checks and cleans the run directories, logs, saves and evaluates.
-
-Not supported: ACKTR and ``--value-norm`` (K-FAC's curvature statistics and the returns' would be
-per rank, so the ranks' steps would differ) and ``--num-workers`` (Ray workers) with torchrun.
+Each rank steps its own ``num_processes`` envs (ranks ``rank * P ..`` of one big run), collects
+its own rollout and runs the unchanged update on it. The ranks stay one learner: gradients are
+averaged inside every ``backward()`` (``average_gradients``), the normalization statistics merged
+after every rollout (``sync_normalizer``), and rank 0 alone cleans the run directories, logs,
+saves and evaluates. ACKTR and ``--value-norm`` (statistics per rank: the ranks' steps would
+differ) and ``--num-workers`` are refused. Details: docs/scale-out.md, "DDP learners with torchrun".
 """
 import importlib
 import os
@@ -95,7 +88,7 @@ class DDP:
 
         A hook on each parameter's gradient accumulation queues the all-reduce as a callback of
         the autograd engine, which runs it once the whole backward is done: one collective per
-        backward rather than one per parameter (scripts/bench/scale.py measures both).
+        backward rather than one per parameter.
         """
         for p in module.parameters():
             dist.broadcast(p.data, src=0)

@@ -5,27 +5,10 @@ statistics); each of the N ``RolloutWorker`` actors loads it, fills its own ``Ro
 ``num_processes`` columns with ``collect_rollout`` and returns the tensors. The learner's
 ``WorkerGroup.collect`` (``ray_learner.py``) writes worker w's tensors into columns
 ``w * P .. (w + 1) * P - 1`` of its storage, so the update (A2C, PPO, ACKTR, recurrent) sees one
-rollout of ``N * P`` envs and is unchanged.
-
-Decisions (README "Scale-out" has the user's view):
-
-- Normalization statistics: every worker starts each rollout from the learner's statistics,
-  updates its own copy while it steps, and returns what it saw as moments
-  (``envs.normalizer_delta``); the learner merges all deltas (``envs.merge_normalizer``) and
-  ships the result with the next weights. The learner's statistics are those of one normalizer
-  fed all N * P envs, and they are what checkpoints and evaluation use.
-- Episode logs: env ``i`` of worker ``w`` has rank ``w * P + i`` (seed ``seed + rank``), and its
-  monitor file is ``<log-dir>/<rank>.monitor.csv``, written by the worker: on one machine or a
-  shared path the log dir holds the files of one big run. The finished episodes' returns also come
-  back with each rollout for the learner's log.
-- Faults: a worker that dies (process killed, node lost) or raises (an env crashed) is restarted
-  by Ray in a fresh process (``max_restarts``), rebuilds its envs with new seeds and re-samples its
-  share of the update with the same weights; the other workers' rollouts are kept. The learner
-  prints what happened and appends it to ``<log-dir>/workers.log``. A worker failing
-  ``MAX_FAILURES`` times in a row for one update stops the run with that message.
-- Asynchronous mode: a worker is handed its next rollout as soon as it returns one, with the
-  newest weights the learner has, so it samples while the learner updates; the rollout used in
-  update j was sampled with the weights of update j - 1 (lag 1; the first: 0), logged.
+rollout of ``N * P`` envs and is unchanged. Env ``i`` of worker ``w`` has rank ``w * P + i``; the
+workers' normalizer deltas are merged (``envs.merge_normalizer``); a failed worker is restarted
+and re-samples (``MAX_FAILURES`` in a row stop the run). These decisions: docs/scale-out.md, "Ray
+rollout workers on one machine".
 """
 import argparse
 import os

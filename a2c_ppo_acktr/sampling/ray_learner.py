@@ -2,7 +2,8 @@
 
 ``WorkerGroup`` starts N ``RolloutWorker`` actors, publishes one snapshot per update, stacks their
 rollouts into the learner's storage, merges their normalizer statistics and restarts failed
-workers; ``RayCollector`` is the training loop's view of it. The decisions are in ``ray_actors.py``.
+workers; ``RayCollector`` is the training loop's view of it (docs/scale-out.md, "Ray rollout
+workers on one machine").
 """
 import os
 import time
@@ -40,7 +41,7 @@ class WorkerGroup:
     It offers what the loop uses of ``make_vec_envs``'s result — ``observation_space``,
     ``action_space``, ``num_envs``, ``reset``, ``pause``, ``close``, and the learner's copy of the
     normalization statistics as a ``Normalizer`` in ``.venv`` (so ``get_vec_normalize``,
-    checkpoints, resume and evaluation work as before) — and ``collect`` in place of
+    checkpoints, resume and evaluation work as without workers) — and ``collect`` in place of
     ``collect_rollout``.
     """
 
