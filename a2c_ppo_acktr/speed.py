@@ -12,6 +12,7 @@ each choice: docs/benchmarks.md, "Speed options: `--compile` and `--precision bf
 import ctypes
 import ctypes.util
 import os
+import sys
 from collections.abc import Callable
 
 import torch
@@ -51,11 +52,35 @@ def bf16_missing(cuda: bool) -> str | None:
 def compile_fn(fn: Callable, device: torch.device) -> Callable:
     """``torch.compile(fn)`` as ``--compile`` does it: static shapes, eager's random numbers, and
     on CUDA, CUDA graphs (``mode="reduce-overhead"``, here as its option: mode and options
-    cannot be given together)."""
+    cannot be given together), compiled in this process where Inductor's worker processes
+    cannot (``in_process_on_worker_failure``)."""
     options: dict[str, str | int | bool | Callable] = {"fallback_random": True}
-    if device.type == "cuda":
-        options["triton.cudagraphs"] = True
-    return torch.compile(fn, dynamic=False, options=options)
+    if device.type != "cuda":
+        return torch.compile(fn, dynamic=False, options=options)
+    options["triton.cudagraphs"] = True
+    return in_process_on_worker_failure(torch.compile(fn, dynamic=False, options=options))
+
+
+# What Inductor's compile workers raise where Triton cannot see the GPU from a subprocess
+# (triton-lang/triton#9578); compiling in the process that can see it avoids that.
+WORKER_FAILURE = "Could not find an active GPU backend"
+
+
+def in_process_on_worker_failure(compiled: Callable) -> Callable:
+    """``compiled``, called again after switching Inductor to compile in this process (one line
+    on stderr) if its compilation fails in the worker processes (``WORKER_FAILURE``)."""
+    def call(*args, **kwargs):
+        try:
+            return compiled(*args, **kwargs)
+        except Exception as e:
+            from torch._inductor import config
+            if WORKER_FAILURE not in str(e) or config.compile_threads == 1:
+                raise
+            config.compile_threads = 1
+            print(f"torch.compile: Inductor's compile workers failed ({WORKER_FAILURE}); "
+                  "compiling in this process", file=sys.stderr, flush=True)
+            return compiled(*args, **kwargs)
+    return call
 
 
 def _shadow(obj: object, method: str, fn: Callable) -> None:

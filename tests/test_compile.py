@@ -220,3 +220,28 @@ def test_cuda_graph_ppo_update_equals_eager(kind):
         def one_more(j):
             agents[1].update(collect(compiled, kind, 3 + j, cuda))
         assert no_recompiles([functools.partial(one_more, j) for j in range(3)]) == 0
+
+
+def test_a_compile_that_fails_in_the_workers_runs_again_in_this_process(monkeypatch, capsys):
+    """Where Inductor's worker processes cannot see the GPU, the compile goes again with
+    ``compile_threads`` 1 and says so in one line; other errors pass through."""
+    from torch._inductor import config
+
+    monkeypatch.setattr(config, "compile_threads", 4)
+    calls = []
+
+    def compiled(x):
+        calls.append(config.compile_threads)
+        if config.compile_threads > 1:
+            raise RuntimeError(f"backend failed: RuntimeError: {speed.WORKER_FAILURE}")
+        return x + 1
+    assert speed.in_process_on_worker_failure(compiled)(1) == 2
+    assert calls == [4, 1] and config.compile_threads == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["torch.compile: Inductor's compile workers failed (Could not find an active GPU "
+                   "backend); compiling in this process"]
+
+    def broken(x):
+        raise RuntimeError("another failure")
+    with pytest.raises(RuntimeError, match="another failure"):
+        speed.in_process_on_worker_failure(broken)(1)
