@@ -32,8 +32,8 @@ older way, is deprecated (torch 2.13 warns at ``torch.jit.trace``, ``save`` and 
 Its ``policy.json`` extra file describes the inputs and outputs. ``.pt2`` inputs keep the dtypes
 the file was made with (the observation space's: float32 for CartPole, float64 for MuJoCo, uint8
 for Atari; float32 ``hidden`` and ``mask``) and any batch size. ONNX (``.onnx``, the same in
-its model properties) needs the ``onnx`` and ``onnxscript`` packages, which this project does
-not depend on. The default ``--out`` is the checkpoint's path with that suffix.
+its model properties) needs the ``onnx`` and ``onnxscript`` packages, the ``.[onnx]`` extra. The
+default ``--out`` is the checkpoint's path with that suffix.
 
 Bad input (a missing or unreadable file, not a checkpoint of main.py, an ``--out`` that cannot be
 written) is one line on stderr and exit status 2, with nothing written.
@@ -59,6 +59,7 @@ from a2c_ppo_acktr.utils import save_atomic, space_shape
 
 PROG = "a2c_ppo_acktr.run.export"
 FORMATS = {"pt2": ".pt2", "onnx": ".onnx"}
+ONNX_PACKAGES = ("onnx", "onnxscript")  # what torch.onnx.export needs: the .[onnx] extra
 
 
 class DeployedPolicy(nn.Module):
@@ -173,10 +174,10 @@ def check_format(fmt: str) -> None:
     """ConfigError unless ``fmt`` can be written here."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ONNX_PACKAGES if importlib.util.find_spec(m) is None]
     if fmt == "onnx" and missing:
-        raise ConfigError(f"--format onnx needs the packages onnx and onnxscript: "
-                          f"pip install {' '.join(missing)}")
+        raise ConfigError("--format onnx needs the packages onnx and onnxscript "
+                          f"({' and '.join(missing)} missing here): pip install -e .[onnx]")
 
 
 def check_out(out: str) -> None:
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="where to write (default: the checkpoint's path with .pt2 / .onnx)")
     p.add_argument("--format", default="pt2", choices=list(FORMATS),
                    help="pt2: torch.export's file, loaded by torch.export.load (default); onnx: "
-                   "needs the onnx and onnxscript packages")
+                   "needs the onnx and onnxscript packages (pip install -e .[onnx])")
     args = p.parse_args(argv)
     try:
         out, info = export_policy(args.checkpoint, args.out, args.format)
