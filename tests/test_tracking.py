@@ -62,6 +62,8 @@ def test_videos_of_env_0_change_nothing_and_a_resume_stays_exact(tmp_path, capsy
     assert main.main(["--resume", video, "--num-env-steps", "256"]) == 0
     assert "approximately" not in capsys.readouterr().err  # the recorder keeps no episode state
     assert "rl-video-resumed-at-192-episode-0.mp4" in os.listdir(os.path.join(video, "videos"))
+    assert main.main(PPO + ["--vec-env", "dummy", "--overwrite"] + dirs(tmp_path, "video")) == 0
+    assert glob.glob(os.path.join(video, "videos", "*")) == []  # the replaced run's, with its logs
 
 
 def test_atari_records_the_agents_steps_on_the_classic_stack(tmp_path, capsys):
