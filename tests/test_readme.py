@@ -125,7 +125,7 @@ def shorten(argv, sandbox, resumed=0):
         argv[0] = os.path.join(os.path.dirname(sys.executable), "torchrun")
     script = next((a for a in argv if a.endswith(".py")), "")  # "": python -m <module>
     if script == "main.py":
-        ranks = _flag(argv, "--nproc_per_node", 1)
+        ranks = _flag(argv, "--nproc_per_node", 1, sandbox)
         updates = UPDATES.get(argv[argv.index("--log-dir") + 1], 1) if "--log-dir" in argv else 1
         updates += resumed
         one_update = (_flag(argv, "--num-processes", 16, sandbox)
