@@ -208,7 +208,7 @@ def build_parser() -> Parser:
     g.add_argument("--compile", action="store_true", default=False,
                    help="torch.compile the act step and the update's loss and backward (CUDA "
                    "graphs on a GPU); the first update compiles for a while (a2c, ppo)")
-    # CleanRL's flags (run/config_file.py, run/video.py, run/tracking.py).
+    # CleanRL's flags (run/config_file.py, run/tracking.py).
     g = p.add_argument_group("config file, videos and tracking")
     g.add_argument("--config", dest="config_file", default=None, metavar="PATH",
                    help="start a new run with the flags of a JSON file: another run's config.json "
