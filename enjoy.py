@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from stable_baselines3.common.monitor import Monitor
 
+from a2c_ppo_acktr.envs.single import render_offscreen
 from a2c_ppo_acktr.errors import Error
 from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.run.arguments import Parser, fail
@@ -111,10 +112,7 @@ def main(argv=None):
 def watch(args) -> int:
     path, ckpt = load(args)
     torch.set_num_threads(1)
-    display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-    if not display:  # offscreen: MuJoCo's default GL (glfw) and SDL (pygame, ALE) want a display
-        os.environ.setdefault("MUJOCO_GL", "egl")
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    display = render_offscreen()
     render_mode = ("rgb_array" if args.record
                    else "human" if display and not args.no_render else None)
     if render_mode == "human":

@@ -42,6 +42,7 @@ from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
 from a2c_ppo_acktr.run.resume import resume_exactly
 from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
+from a2c_ppo_acktr.run.tracking import Tracker, start_tracking
 from a2c_ppo_acktr.sampling.ddp import DDP
 from a2c_ppo_acktr.speed import compile_seconds, keep_freed_memory
 
@@ -61,12 +62,15 @@ class Run:
     steps_per_update: int       # num_steps * envs of all ranks
     logs: list                  # [progress.csv, eval.csv or None] on the lead, else []
     close_ddp: Callable[[], None]
+    tracker: Optional[Tracker] = None  # --track: the W&B run, on the lead
 
     def close(self) -> None:
         self.collector.close()
         for log in self.logs:
             if log is not None:
                 log.close()
+        if self.tracker is not None:
+            self.tracker.close()
         self.close_ddp()
 
 
@@ -136,6 +140,7 @@ def start(args, stop: StopRequest) -> Run:
         collector = build_collector(args, paths, envs, actor_critic, device, ddp, len(updates))
         inexact = resume_exactly(collector, resumed) if resumed else None
         stop_if_asked()
+        tracker = start_tracking(args, paths) if lead else None  # last: it cannot be undone
     except BaseException:
         if collector is not None:  # closes the envs too
             collector.close()
@@ -159,13 +164,15 @@ def start(args, stop: StopRequest) -> Run:
               + (f" (--num-env-steps {args.num_env_steps:,} rounded down to whole updates)"
                  if total != args.num_env_steps else "")
               + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
-        logs = [ScalarLogger(paths.log_dir, append=bool(resumed), hparams=args.config),
-                ScalarLogger(paths.eval_dir, "eval.csv", tensorboard=False, append=bool(resumed))
+        logs = [ScalarLogger(paths.log_dir, append=bool(resumed), hparams=args.config,
+                             also=tracker.log if tracker else None),
+                ScalarLogger(paths.eval_dir, "eval.csv", tensorboard=False, append=bool(resumed),
+                             also=functools.partial(tracker.log, prefix="eval/") if tracker else None)
                 if args.eval_interval is not None else None]
     gail = None if discr is None else functools.partial(
         gail_rewards, args, discr, expert_loader, collector.normalizer)
     return Run(paths, lead, collector, actor_critic, agent, discr, gail, updates, steps_per_update,
-               logs, ddp.close if ddp else lambda: None)
+               logs, ddp.close if ddp else lambda: None, tracker)
 
 
 def gail_rewards(args, discr, expert_loader, normalizer, rollouts, update: int) -> dict:

@@ -65,8 +65,8 @@ def test_config_json_holds_the_flags_recipe_versions_and_commit(run, tmp_path):
         "algo": "ppo", "lr": 1e-3, "gamma": 0.98, "num_steps": 16, "use_gae": True, "recipe": None}
     assert flags["log_dir"] == str(tmp_path / "logs")  # absolute: --resume works from anywhere
     assert flags["lr_decay_horizon"] == 64  # the run's --num-env-steps when it started
-    assert set(flags) == set(vars(args)) - {"resume", "overwrite", "cuda", "warnings", "notes",
-                                            "config"}
+    assert set(flags) == set(vars(args)) - {"resume", "overwrite", "config_file", "cuda", "warnings",
+                                            "notes", "config"}
     for dest, value in flags.items():
         given = getattr(args, dest)
         if dest in ("log_dir", "save_dir", "gail_experts_dir"):

@@ -6,8 +6,10 @@ import contextlib
 import importlib.util
 import io
 import os
+import re
 import subprocess
 import sys
+import tomllib
 
 import numpy as np
 import pytest
@@ -28,7 +30,8 @@ from a2c_ppo_acktr.run.checkpoint import (
 )
 from a2c_ppo_acktr.run.playback import play_envs
 
-HAVE_ONNX = all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript"))
+HAVE_ONNX = all(importlib.util.find_spec(m) for m in export.ONNX_PACKAGES)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Runs in a fresh interpreter: torch alone loads each exported file and acts on its observations
 # (one at a time with the hidden state for a recurrent policy; as one batch otherwise).
@@ -247,10 +250,17 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
     assert "invalid choice" in fails(capsys, tmp_path, ckpt, "--format", "tflite")
 
 
-@pytest.mark.skipif(HAVE_ONNX, reason="onnx is installed: test_onnx_acts_as_pt2")
-def test_onnx_without_onnx_says_what_to_install(deployed, capsys):
+def test_onnx_without_onnx_says_what_to_install(deployed, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxscript", None)  # as if not installed: find_spec -> None
     run = deployed["cartpole"]
-    assert "pip install onnx" in fails(capsys, run["dir"], run["checkpoint"], "--format", "onnx")
+    err = fails(capsys, run["dir"], run["checkpoint"], "--format", "onnx")
+    assert "onnxscript missing here): pip install -e .[onnx]" in err
+
+
+def test_the_onnx_extra_holds_what_onnx_export_needs():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert {re.split("[<>=]", r)[0] for r in extras["onnx"]} == set(export.ONNX_PACKAGES)
 
 
 @pytest.mark.skipif(not HAVE_ONNX, reason="needs onnx and onnxscript")

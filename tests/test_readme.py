@@ -21,6 +21,7 @@ import time
 import pytest
 
 from a2c_ppo_acktr.run import recipes
+from a2c_ppo_acktr.run.config_file import read_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY_POINTS = ("main.py", "enjoy.py", "gail_experts", "scripts")
@@ -84,10 +85,15 @@ def _runnable(argv):
          and env_free[2].startswith("a2c_ppo_acktr."))  # python -m a2c_ppo_acktr.run.export
 
 
-def _flag(argv, name, default):
-    """An integer flag's value in ``argv``, else its ``--recipe``'s, else ``default``."""
+def _flag(argv, name, default, cwd="."):
+    """An integer flag's value in ``argv``, else its ``--config`` file's (a path from ``cwd``),
+    else its ``--recipe``'s, else ``default``."""
     if name in argv:
         return int(float(argv[argv.index(name) + 1]))
+    if "--config" in argv:
+        flags = read_flags(os.path.join(cwd, argv[argv.index("--config") + 1]), "--config")
+        if name[2:].replace("-", "_") in flags:
+            return flags[name[2:].replace("-", "_")]
     if "--recipe" in argv:
         values = recipes.settings(argv[argv.index("--env-name") + 1],
                                   argv[argv.index("--recipe") + 1])
@@ -119,11 +125,12 @@ def shorten(argv, sandbox, resumed=0):
         argv[0] = os.path.join(os.path.dirname(sys.executable), "torchrun")
     script = next((a for a in argv if a.endswith(".py")), "")  # "": python -m <module>
     if script == "main.py":
-        ranks = _flag(argv, "--nproc_per_node", 1)
+        ranks = _flag(argv, "--nproc_per_node", 1, sandbox)
         updates = UPDATES.get(argv[argv.index("--log-dir") + 1], 1) if "--log-dir" in argv else 1
         updates += resumed
-        one_update = (_flag(argv, "--num-processes", 16) * _flag(argv, "--num-steps", 5)
-                      * max(_flag(argv, "--num-workers", 0), 1) * ranks)
+        one_update = (_flag(argv, "--num-processes", 16, sandbox)
+                      * _flag(argv, "--num-steps", 5, sandbox)
+                      * max(_flag(argv, "--num-workers", 0, sandbox), 1) * ranks)
         _set(argv, "--num-env-steps", updates * one_update)
         if "--log-dir" not in argv and not _resumes_a_path(argv):
             argv += ["--log-dir", os.path.join(sandbox, "gym")]

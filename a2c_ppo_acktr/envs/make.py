@@ -32,15 +32,15 @@ def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None,
     return "shmem" if num_envs > 1 and not cheap and num_cpus() > 2 else "dummy"
 
 
-def _announce(env_name: str, kind: str) -> None:
+def _announce(env_name: str, kind: str, why: str = "") -> None:
     """One line, once per process, when ``auto`` leaves the classic per-env stack."""
     if (env_name, kind) not in _announced:
         _announced.add((env_name, kind))
-        print(f"envs: {env_name} on --vec-env {kind} (auto)", flush=True)
+        print(f"envs: {env_name} on --vec-env {kind} (auto{why})", flush=True)
 
 
 def _check_backend(kind: str, spec: EnvSpec, env_name: str, render_mode: str | None,
-                   num_envs: int) -> None:
+                   num_envs: int, video: bool) -> None:
     if kind.startswith("ale") and not is_atari(spec):
         raise ConfigError(f"--vec-env {kind} runs Atari ids only, not {env_name}")
     if kind.startswith("ale") and not ale_vector_available():
@@ -52,6 +52,9 @@ def _check_backend(kind: str, spec: EnvSpec, env_name: str, render_mode: str | N
         raise ConfigError(f"--vec-env native: {env_name} has no vector entry point")
     if render_mode is not None:
         raise ConfigError(f"--vec-env {kind} does not render; use --vec-env dummy")
+    if video:
+        raise ConfigError(f"--capture-video: --vec-env {kind} does not render; use --vec-env "
+                          "dummy or shmem (auto picks one of them)")
 
 
 def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | None,
@@ -59,8 +62,8 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
                   num_frame_stack: int | None = None, vec_env: str = "auto",
                   render_mode: str | None = None, monitor_append: bool = False,
                   num_workers: int | None = None, env_kwargs: dict | None = None,
-                  first_rank: int = 0, episodic_life: bool = True
-                  ) -> VecPyTorch | VecPyTorchFrameStack:
+                  first_rank: int = 0, episodic_life: bool = True,
+                  video_prefix: str | None = None) -> VecPyTorch | VecPyTorchFrameStack:
     """Build the full stack: N envs -> backend -> VecNormalize (vector obs) -> VecPyTorch
     -> VecPyTorchFrameStack (images: ``num_frame_stack`` or 4; vectors: only if given).
 
@@ -72,17 +75,21 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
     None writes no monitor files; ``env_kwargs`` go to ``gym.make``. Env i has rank ``first_rank +
     i``: seed ``seed + rank``, monitor file ``<rank>.monitor.csv``. ``episodic_life=False``
     (evaluation): a lost life ends no episode on ``ale``, which FIREs after it; the classic Atari
-    stack always ends the learner's episode there.
+    stack always ends the learner's episode there. ``video_prefix``: env rank 0 records videos
+    (``single.record_video``), on ``dummy`` or ``shmem`` only.
     """
     if vec_env not in VEC_ENV_KINDS:
         raise ConfigError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
     spec = env_spec(env_name)
     if vec_env == "auto":
         vec_env = _auto_vec_env(spec, num_processes, render_mode, env_kwargs)
-        if vec_env != "dummy":
+        if video_prefix and vec_env.startswith("ale"):
+            vec_env = _auto_vec_env(spec, num_processes, "rgb_array", env_kwargs)
+            _announce(env_name, vec_env, "; --capture-video: ALE's vector env does not render")
+        elif vec_env != "dummy":
             _announce(env_name, vec_env)
     if vec_env in ("ale", "ale-pipelined", "native"):
-        _check_backend(vec_env, spec, env_name, render_mode, num_processes)
+        _check_backend(vec_env, spec, env_name, render_mode, num_processes, bool(video_prefix))
     elif env_kwargs:
         check_env_kwargs(env_name, env_kwargs)
 
@@ -96,7 +103,7 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
                             env_kwargs)
     else:
         env_fns = [make_env(env_name, seed, first_rank + i, log_dir, allow_early_resets,
-                            render_mode, monitor_append, env_kwargs)
+                            render_mode, monitor_append, env_kwargs, video_prefix)
                    for i in range(num_processes)]
         envs = ShmemVecEnv(env_fns, num_workers) if vec_env == "shmem" else DummyVecEnv(env_fns)
 

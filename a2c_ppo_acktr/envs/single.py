@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
-from gymnasium.wrappers import FlattenObservation
+from gymnasium.wrappers import FlattenObservation, RecordVideo
 from stable_baselines3.common import atari_wrappers
 from stable_baselines3.common.atari_wrappers import (
     ClipRewardEnv,
@@ -177,20 +177,47 @@ class WarpFrameGray(WarpFrame):
         return cv2.resize(frame, (self.width, self.height), interpolation=cv2.INTER_AREA)[:, :, None]
 
 
+def render_offscreen() -> bool:
+    """Without a display, have MuJoCo (EGL) and SDL (pygame, ALE) render offscreen, unless told
+    otherwise; -> whether a display exists."""
+    display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if not display:  # their defaults (glfw, SDL's x11) want one
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    return display
+
+
+def record_video(env: gym.Env, video_prefix: str, atari: bool) -> gym.Env:
+    """``env`` recording its episodes 0, 1, 8, 27, ..., 1000, 2000, ... (gymnasium's default
+    trigger) to ``<video_prefix>-episode-<n>.mp4``; an Atari env is one inside ``MaxAndSkipEnv``:
+    its recorded frames (each held in memory until the episode ends) are the agent's steps."""
+    fps = 60 // 4 if atari else None  # the emulator's 60 Hz, one frame in 4; else the env's own
+    with warnings.catch_warnings():  # the folder holds the videos of this run before a resume
+        warnings.filterwarnings("ignore", ".*Overwriting existing videos")
+        return RecordVideo(env, os.path.dirname(video_prefix), fps=fps,
+                           name_prefix=os.path.basename(video_prefix))
+
+
 def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early_resets: bool,
              render_mode: str | None = None, monitor_append: bool = False,
-             env_kwargs: dict | None = None) -> Callable[[], gym.Env]:
+             env_kwargs: dict | None = None, video_prefix: str | None = None
+             ) -> Callable[[], gym.Env]:
     """Return a thunk building env ``rank``: gym env, Monitor, Atari preprocessing, CHW images.
 
     The id is checked now (ValueError if unknown); the env itself is built when the thunk is
     called, possibly in a worker process (thunks are cloudpickled there). ``env_kwargs`` go to
     ``gym.make`` (they override ``render_mode`` and the Atari ``frameskip`` set here).
+    ``video_prefix``: env rank 0 renders ``rgb_array`` frames and records videos (``record_video``).
     """
     spec = env_spec(env_id)
     atari, mujoco = is_atari(spec), _is_mujoco(spec)
+    video = video_prefix if rank == 0 else None
+    render_mode = "rgb_array" if video else render_mode
 
     def _thunk() -> gym.Env:
         kwargs = {}
+        if video:
+            render_offscreen()
         if mujoco:
             _mujoco_warnings_once(show=rank == 0)
         if atari:
@@ -215,6 +242,8 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
         if atari:
             env = NoopResetEnv(env, noop_max=30)
             env = MaxAndSkipEnv(env, skip=4)
+        if video:  # whole games, outside EpisodicLifeEnv, as the monitor files count them
+            env = record_video(env, video, atari)
         if log_dir is not None:
             # Inside EpisodicLife, so the CSV holds whole games with raw (unclipped) rewards.
             filename = os.path.join(log_dir, str(rank))

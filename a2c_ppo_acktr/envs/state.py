@@ -13,6 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.wrappers import RecordVideo
 
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
@@ -72,10 +73,13 @@ def decode(value: Any, current: Any = None) -> Any:
 
 
 def _layers(env: gym.Env) -> list:
+    """``env``'s wrappers, outermost first, then its simulator; not ``RecordVideo``
+    (``--capture-video``): it renders, which changes no episode, so a run resumes exactly
+    whether it records or not."""
     layers = [env]
     while isinstance(layers[-1], gym.Wrapper):
         layers.append(layers[-1].env)
-    return layers
+    return [layer for layer in layers if not isinstance(layer, RecordVideo)]
 
 
 def inexact_reason(env: gym.Env) -> str | None:

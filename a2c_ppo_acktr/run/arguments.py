@@ -17,6 +17,7 @@ from a2c_ppo_acktr.model import ACTIVATIONS, INITS, PRECISIONS
 from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.checks import check_args, parse_env_kwargs
 from a2c_ppo_acktr.run.config import resolve
+from a2c_ppo_acktr.run.tracking import check_outputs
 from a2c_ppo_acktr.speed import bf16_missing
 
 
@@ -207,6 +208,23 @@ def build_parser() -> Parser:
     g.add_argument("--compile", action="store_true", default=False,
                    help="torch.compile the act step and the update's loss and backward (CUDA "
                    "graphs on a GPU); the first update compiles for a while (a2c, ppo)")
+    # CleanRL's flags (run/config_file.py, run/tracking.py).
+    g = p.add_argument_group("config file, videos and tracking")
+    g.add_argument("--config", dest="config_file", default=None, metavar="PATH",
+                   help="start a new run with the flags of a JSON file: another run's config.json "
+                   "(or its log directory) or {\"flag\": value, ...}; flags given on the command "
+                   "line win (default: none)")
+    g.add_argument("--capture-video", action="store_true", default=False,
+                   help="record videos of training env 0 (gymnasium's RecordVideo: episodes 0, 1, "
+                   "8, 27, ..., 1000, 2000, ...) into <log dir of the run>/videos/; needs pip "
+                   "install -e .[video]")
+    g.add_argument("--track", action="store_true", default=False,
+                   help="log the config and every scalar of progress.csv and eval.csv to Weights & "
+                   "Biases; needs pip install -e .[wandb] and wandb login (or WANDB_MODE=offline)")
+    g.add_argument("--wandb-project-name", default="a2c_ppo_acktr",
+                   help="the W&B project of --track (default: a2c_ppo_acktr)")
+    g.add_argument("--wandb-entity", default=None,
+                   help="the W&B entity (team or user) of --track (default: your default entity)")
     return p
 
 
@@ -229,6 +247,7 @@ def get_args(argv: Optional[list[str]] = None,
     try:
         args = resolve(parser or build_parser(), argv)
         args.warnings = check_args(args)
+        check_outputs(args)
         args.env_kwargs = parse_env_kwargs(args.env_kwargs)
     except Error as e:
         fail(str(e))

@@ -17,6 +17,7 @@ from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.checkpoint import RunPaths, check_checkpoint
 from a2c_ppo_acktr.run.checks import KFAC_OPTIONS
+from a2c_ppo_acktr.run.tracking import video_prefix
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
 from a2c_ppo_acktr.sampling.ray_learner import RayCollector, WorkerGroup
@@ -115,7 +116,9 @@ def build_run(args: argparse.Namespace, paths: RunPaths, device: torch.device,
             envs = make_vec_envs(args.env_name, args.seed + env_steps, args.num_processes,
                                  args.gamma, paths.log_dir, device, False, vec_env=args.vec_env,
                                  monitor_append=bool(resumed), env_kwargs=args.env_kwargs,
-                                 first_rank=rank * args.num_processes)
+                                 first_rank=rank * args.num_processes,
+                                 video_prefix=video_prefix(paths, env_steps)
+                                 if args.capture_video else None)
     except (ValueError, ImportError) as e:  # unknown env id (with suggestions), bad env kwargs,
         raise ConfigError(str(e)) from None  # unsupported observations, no Ray, ...
     try:

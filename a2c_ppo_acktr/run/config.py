@@ -1,7 +1,8 @@
 """A run's configuration: the flags it resolves to, kept with the run, and restored on --resume.
 
 The flags resolve in layers, each over the one before: main.py's defaults, then a ``--recipe``,
-then on ``--resume`` the flags saved with the run, then the command line, wherever a flag stands
+then the flags of a ``--config`` file (as if given before the command line's; its recipe counts)
+or on ``--resume`` the flags saved with the run, then the command line, wherever a flag stands
 in it. A resumed run may change only the flags of ``MAY_CHANGE``; another flag given with a value
 other than its saved one is refused. What a run resolved to (``run_config``: flags, library
 versions, git commit) goes to ``<log dir of the run>/config.json`` at its start and into its
@@ -19,10 +20,11 @@ from typing import Any, Optional
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
+from a2c_ppo_acktr.run.config_file import CONFIG_FILE, file_flags, read_flags
 from a2c_ppo_acktr.utils import save_atomic
 
-CONFIG_FILE = "config.json"
-NOT_SAVED = ("resume", "overwrite")  # how this start treats the run, not what the run is
+# How this start treats the run and where its flags come from, not what the run is.
+NOT_SAVED = ("resume", "overwrite", "config_file")
 PATHS = ("log_dir", "save_dir", "gail_experts_dir")  # saved absolute: --resume works from anywhere
 VERSIONS = ("torch", "gymnasium", "ale-py", "mujoco", "numpy")
 # The flags a resumed run may change, with the rule its log gives; any other keeps its saved value.
@@ -41,6 +43,8 @@ MAY_CHANGE = {
                    "--num-processes envs each",
     "ray_address": "where the Ray workers run", "check_rollouts": "a debug check only",
     "log_dir": "the run's files were moved", "save_dir": "the run's files were moved",
+    "capture_video": "output only", "track": "output only",
+    "wandb_project_name": "output only", "wandb_entity": "output only",
 }
 
 
@@ -123,17 +127,11 @@ def _checkpoint_config(path: Optional[str], named: bool) -> Optional[dict]:
 
 def _run_dir_config(run_dir: str) -> dict:
     """The config.json of a run's log directory (``--resume RUN_DIR``)."""
-    path = os.path.join(run_dir, CONFIG_FILE)
-    try:
-        with open(path) as f:
-            config = json.load(f)
-        return {"flags": dict(config["flags"])}
-    except FileNotFoundError:
+    if not os.path.isfile(os.path.join(run_dir, CONFIG_FILE)):
         raise ConfigError(f"--resume: {run_dir} holds no {CONFIG_FILE}: give a run's log "
                           "directory (<log-dir>/<algo>/<env>_seed<seed>) or its checkpoint "
-                          "file") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"--resume: cannot read {path}: {e}") from None
+                          "file")
+    return {"flags": read_flags(run_dir, "--resume")}
 
 
 def _check_changes(saved: dict, given: dict, source: Optional[str]) -> list[str]:
@@ -170,21 +168,44 @@ def _horizon_note(args: argparse.Namespace) -> list[str]:
             f"leave the policy as it is (--lr-decay-horizon {total} decays it to the new total)"]
 
 
-def _apply_recipe(parser, argv, args, given: dict) -> tuple[argparse.Namespace, str]:
-    """``args`` with recipe ``args.recipe``'s values under the flags ``given``; -> (args, the
-    log line saying what it set)."""
+def _apply_config_file(parser, argv, args, given: dict, known: dict
+                       ) -> tuple[argparse.Namespace, dict, str]:
+    """``args`` with the flags of the file ``args.config_file`` under the command line's; -> (args,
+    the file's flags, the log line saying where they came from)."""
+    if args.resume:
+        raise ConfigError("--config starts a new run from a file's flags, --resume continues a run "
+                          "with its own: give one of them")
+    path = args.config_file
+    flags = file_flags(parser, path, NOT_SAVED)
+    horizon = flags.get("lr_decay_horizon")
+    if horizon is not None and horizon == _whole_updates(argparse.Namespace(**{**known, **flags})):
+        del flags["lr_decay_horizon"]  # the file's budget's own horizon: this run's budget sets it
+    parser.set_defaults(**flags)
+    args = parser.parse_args(argv)
+    changed = [f"{recipes.option(d)} {given[d]} (config: {flags[d]})" for d in flags
+               if d in given and _norm(d, given[d]) != _norm(d, flags[d])]
+    return args, flags, (f"config: the flags of {path}"
+                         + (f"; from the command line: {', '.join(changed)}" if changed else ""))
+
+
+def _apply_recipe(parser, argv, args, given: dict, from_file: dict
+                  ) -> tuple[argparse.Namespace, str]:
+    """``args`` with recipe ``args.recipe``'s values under the flags ``given`` (on the command line
+    or ``from_file``, ``--config``); -> (args, the log line saying what it set)."""
     try:
         values = recipes.settings(args.env_name, args.recipe)
     except KeyError as e:
         raise ConfigError(f"--recipe {args.recipe}: {e.args[0]}") from None
     parser.set_defaults(**values)
+    parser.set_defaults(**from_file)
     args = parser.parse_args(argv)
     kept = {d: v for d, v in values.items() if d not in given}
     changed = [f"{recipes.option(d)} {given[d]} (recipe: {values[d]})" for d in values
                if d in given and given[d] != values[d]]
     return args, (f"recipe {args.recipe} for {args.env_name}: "
                   f"{' '.join(recipes.flags(kept)) or 'nothing'}"
-                  + (f"; from the command line: {', '.join(changed)}" if changed else ""))
+                  + (f"; from the command line{' and --config' if from_file else ''}: "
+                     f"{', '.join(changed)}" if changed else ""))
 
 
 def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argparse.Namespace:
@@ -196,6 +217,11 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
     given = given_flags(parser, argv)
     known = vars(parser.parse_args([]))  # every destination, at its default
     notes, checkpoint, saved, source, recipe_note = [], None, None, None, None
+    from_file: dict = {}
+    config_note = None
+    if args.config_file is not None:  # as if the file's flags were given before the command line's
+        args, from_file, config_note = _apply_config_file(parser, argv, args, given, known)
+        given = {**from_file, **given}
     run_dir = args.resume if isinstance(args.resume, str) and os.path.isdir(args.resume) else None
     if isinstance(args.resume, str):  # --resume PATH: the flags come from what the run saved
         if run_dir:  # its config.json says where its checkpoint is
@@ -211,7 +237,7 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
             raise ConfigError(f"--resume: no checkpoint or run directory at {args.resume}")
     else:
         if args.recipe is not None:
-            args, recipe_note = _apply_recipe(parser, argv, args, given)
+            args, recipe_note = _apply_recipe(parser, argv, args, given, from_file)
         if args.resume:  # the original's style: the run's full command, plus --resume
             checkpoint = source = run_paths(args).checkpoint
             given.update(log_dir=args.log_dir, save_dir=args.save_dir)  # where it was found
@@ -240,6 +266,8 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
                      + (f" (recipe {args.recipe})" if args.recipe else ""))
     elif recipe_note:
         notes.insert(0, recipe_note)
+    if config_note:
+        notes.insert(0, config_note)
     if args.use_linear_lr_decay and args.lr_decay_horizon is None:
         # Fixed at the run's start and saved with it: the original's schedule, 0 right after the
         # last whole update of this budget (a GAIL CartPole run lands elsewhere with 40,000 for

@@ -13,8 +13,9 @@ The file computes what ``enjoy.py`` does with deterministic actions, from the ob
 ``policy(obs) -> action`` for ``obs`` ``(N, *obs_shape)`` of the observation space's dtype (Atari:
 uint8 ``(N, 4, 84, 84)``, the caller stacking frames), the action the distribution's mode (Box:
 clipped to the space); a recurrent policy is ``policy(obs, hidden, mask) -> action, hidden``. The
-inputs, outputs and formats in full: docs/details.md, "Exporting a policy". Bad input is one line
-on stderr and exit status 2, with nothing written.
+inputs, outputs and formats in full: docs/details.md, "Exporting a policy" (``--format onnx``
+needs the ``.[onnx]`` extra). Bad input is one line on stderr and exit status 2, with nothing
+written.
 """
 import argparse
 import importlib.util
@@ -37,6 +38,7 @@ from a2c_ppo_acktr.utils import save_atomic, space_shape
 
 PROG = "a2c_ppo_acktr.run.export"
 FORMATS = {"pt2": ".pt2", "onnx": ".onnx"}
+ONNX_PACKAGES = ("onnx", "onnxscript")  # what torch.onnx.export needs: the .[onnx] extra
 
 
 class DeployedPolicy(nn.Module):
@@ -151,10 +153,10 @@ def check_format(fmt: str) -> None:
     """ConfigError unless ``fmt`` can be written here."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ONNX_PACKAGES if importlib.util.find_spec(m) is None]
     if fmt == "onnx" and missing:
-        raise ConfigError(f"--format onnx needs the packages onnx and onnxscript: "
-                          f"pip install {' '.join(missing)}")
+        raise ConfigError("--format onnx needs the packages onnx and onnxscript "
+                          f"({' and '.join(missing)} missing here): pip install -e .[onnx]")
 
 
 def check_out(out: str) -> None:
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="where to write (default: the checkpoint's path with .pt2 / .onnx)")
     p.add_argument("--format", default="pt2", choices=list(FORMATS),
                    help="pt2: torch.export's file, loaded by torch.export.load (default); onnx: "
-                   "needs the onnx and onnxscript packages")
+                   "needs the onnx and onnxscript packages (pip install -e .[onnx])")
     args = p.parse_args(argv)
     try:
         out, info = export_policy(args.checkpoint, args.out, args.format)

@@ -4,7 +4,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Optional, TextIO
 
 import numpy as np
@@ -20,11 +20,14 @@ class ScalarLogger:
     new column (a run resumed by a version that logs more) rewrites the file, atomically, with the
     column added and the earlier rows' cells empty, so it stays one table any CSV reader loads.
     With ``append=True`` an existing file is continued (a resumed run) instead of replaced.
-    ``hparams``: a run's config (run/config.py), shown in TensorBoard's HPARAMS tab.
+    ``hparams``: a run's config (run/config.py), shown in TensorBoard's HPARAMS tab. ``also``
+    gets each row's ``scalars`` and step too (W&B: run/tracking.py).
     """
 
     def __init__(self, log_dir: str, filename: str = "progress.csv", tensorboard: bool = True,
-                 append: bool = False, hparams: Optional[dict] = None) -> None:
+                 append: bool = False, hparams: Optional[dict] = None,
+                 also: Optional[Callable[[dict, int], None]] = None) -> None:
+        self._also = also
         os.makedirs(log_dir, exist_ok=True)
         self.path = os.path.join(log_dir, filename)
         self._file: Optional[IO[str]] = None
@@ -63,9 +66,10 @@ class ScalarLogger:
         self._writer.writerow(row)
         self._file.flush()
         if self._tb is not None:
-            for key, value in row.items():
-                if isinstance(value, (int, float)) and not math.isnan(value):
-                    self._tb.add_scalar(key, value, step)
+            for key, value in scalars(row).items():
+                self._tb.add_scalar(key, value, step)
+        if self._also is not None:
+            self._also(scalars(row), step)
 
     def _widen(self, fields: list[str]) -> None:
         """Rewrite the file with the header ``fields`` (the old columns first), then append."""
@@ -90,6 +94,12 @@ class ScalarLogger:
             self._file.close()
         if self._tb is not None:
             self._tb.close()
+
+
+def scalars(row: Mapping[str, float | str]) -> dict[str, float]:
+    """The numbers of ``row``, not NaN (a metric its algorithm has not) or empty (no episode
+    ended yet): what TensorBoard and W&B plot."""
+    return {k: v for k, v in row.items() if isinstance(v, (int, float)) and not math.isnan(v)}
 
 
 def tensorboard_hparams(config: dict) -> dict:

@@ -12,7 +12,7 @@ from a2c_ppo_acktr.utils import env_file_name, remove_stale_temporaries
 
 # What a run writes into its log directory (eval/ included); --overwrite removes these only.
 RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", "config.json",
-             os.path.join("tb", "events.out.*"),
+             os.path.join("tb", "events.out.*"), os.path.join("videos", "*.mp4"),
              os.path.join("eval", "*.monitor.csv"), os.path.join("eval", "eval.csv"))
 
 
@@ -150,7 +150,7 @@ def abandon(paths: RunPaths, created: list, resumed: bool) -> None:
     if not resumed:
         for f in _run_files(paths.log_dir):
             os.remove(f)
-    for directory in [os.path.join(paths.log_dir, "tb")] + created[::-1]:
+    for directory in [os.path.join(paths.log_dir, d) for d in ("tb", "videos")] + created[::-1]:
         try:
             os.rmdir(directory)
         except OSError:  # not empty (another run's files) or already gone
