@@ -61,6 +61,8 @@ class Run:
     steps_per_update: int       # num_steps * envs of all ranks
     logs: list                  # [progress.csv, eval.csv or None] on the lead, else []
     close_ddp: Callable[[], None]
+    created: list               # the directories made for it (rundir.abandon)
+    saved_steps: Optional[int]  # the env steps of its checkpoint; None while it has none
 
     def close(self) -> None:
         self.collector.close()
@@ -81,10 +83,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         except Interrupted as e:  # a signal while building: undone, one line
             print(f"{program()}: {e}", file=sys.stderr)
             return e.exit_status
+        status = None
         try:
-            return train(args, run, stop)
+            status = train(args, run, stop)
+            return status
         finally:
             run.close()
+            if status != 0 and run.lead and run.paths.checkpoint and run.saved_steps is None:
+                # Nothing to --resume: the run is undone, as one that failed to start, so that
+                # it can start again (a run that saves no checkpoint keeps its logs).
+                abandon(run.paths, run.created, resumed=False)
 
 
 def start(args, stop: StopRequest) -> Run:
@@ -165,7 +173,7 @@ def start(args, stop: StopRequest) -> Run:
     gail = None if discr is None else functools.partial(
         gail_rewards, args, discr, expert_loader, collector.normalizer)
     return Run(paths, lead, collector, actor_critic, agent, discr, gail, updates, steps_per_update,
-               logs, ddp.close if ddp else lambda: None)
+               logs, ddp.close if ddp else lambda: None, created, env_steps if resumed else None)
 
 
 def gail_rewards(args, discr, expert_loader, normalizer, rollouts, update: int) -> dict:
@@ -185,12 +193,20 @@ def train(args, run: Run, stop: StopRequest) -> int:
     collector, actor_critic, agent, paths = run.collector, run.actor_critic, run.agent, run.paths
     progress = ProgressLine(run.updates.stop * run.steps_per_update, enabled=run.lead)
     start_time, start_steps = time.time(), run.updates.start * run.steps_per_update
-    saved_steps = env_steps = start_steps
+    env_steps = start_steps
 
     def say(message: str, stream=sys.stderr) -> None:
         progress.clear()
         if run.lead:
             print(message, file=stream, flush=True)
+
+    def kept() -> str:  # what a run that stops on a failure leaves
+        if not paths.checkpoint:
+            return "nothing saved (--save-dir is empty)"
+        if run.saved_steps is None:
+            return "nothing saved yet, so the run's files are removed: it can start again"
+        return (f"keeping the last saved checkpoint {paths.checkpoint} ({run.saved_steps:,} "
+                "steps): --resume continues it, --overwrite starts the run again")
 
     for j in run.updates:
         agent.adjust_lr(j * run.steps_per_update)  # its schedule, e.g. --use-linear-lr-decay
@@ -206,8 +222,7 @@ def train(args, run: Run, stop: StopRequest) -> int:
         losses = agent.update(rollouts)
         if not all(math.isfinite(x) for x in losses):
             say(f"{program()}: error: non-finite loss at update {j} (value {losses[0]}, action "
-                f"{losses[1]}, entropy {losses[2]}); stopped, keeping the last saved checkpoint "
-                f"{paths.checkpoint}")
+                f"{losses[1]}, entropy {losses[2]}); stopped, {kept()}")
             return 1
         if args.compile and j == run.updates.start:  # both compiled by now: say for how long
             say(f"torch.compile: {compile_seconds():.1f} s compiling the act step and the update",
@@ -226,12 +241,13 @@ def train(args, run: Run, stop: StopRequest) -> int:
                 save_checkpoint(state, paths.checkpoint)
                 if keep:  # a permanent copy beside the latest (tmrl's model history)
                     save_checkpoint(state, history_path(paths.checkpoint, env_steps))
-                saved_steps = env_steps
+                run.saved_steps = env_steps
             except CheckpointError as e:
                 # Stop rather than train on: what cannot be saved is lost however long the run
                 # goes on. The atomic write kept the previous checkpoint, which --resume continues.
-                say(f"{program()}: error: {e}; stopped at {env_steps:,} steps, keeping the "
-                    f"previous checkpoint ({saved_steps:,} steps)")
+                say(f"{program()}: error: {e}; stopped at {env_steps:,} steps, " + (
+                    f"keeping the previous checkpoint ({run.saved_steps:,} steps)"
+                    if run.saved_steps is not None else kept()))
                 return 1
         if stopping:
             say(f"interrupted at {env_steps:,} steps; " + (
@@ -256,7 +272,7 @@ def train(args, run: Run, stop: StopRequest) -> int:
             run.logs[1].log(row, row["timesteps"])
 
     if paths.checkpoint:
-        say(f"done: {env_steps:,} steps; checkpoint {paths.checkpoint} ({saved_steps:,} steps)",
+        say(f"done: {env_steps:,} steps; checkpoint {paths.checkpoint} ({run.saved_steps:,} steps)",
             sys.stdout)
     else:
         progress.clear()

@@ -378,7 +378,7 @@ def test_gail_errors(tmp_path, capsys):
            "GAIL here takes vector observations", "(4, 84, 84)")
     _fails(capsys, base + ["--gail-reward", "wgan"],
            "unknown --gail-reward 'wgan'; choose one of: airl, gail")
-    _fails(capsys, base + ["--gail-epoch", "0"], "--gail-epoch must be a positive integer, got 0")
+    _fails(capsys, base + ["--gail-epoch", "0"], "--gail-epoch must be a positive integer below 2**63, got 0")
 
 
 def test_resume_with_gail_needs_a_gail_checkpoint(tmp_path, capsys):

@@ -13,7 +13,7 @@ the frame stack, which arrives made: observations are (N, 4, 84, 84) uint8. This
   resets the whole game on a lost life, so it is not used: ``life_loss_info`` is;
 - same-step autoreset with ``infos[i]["final_obs"]`` (ALE's ``SameStep`` mode) and time-limit
   truncation after ``max_num_frames_per_episode`` frames (both id styles: 108000);
-- seeds: env i gets ``seed + first_rank + i`` on the first reset;
+- seeds: env i gets ``seed + first_rank + i`` on the first reset (modulo 2**31: ALE's are int32);
 - groups: ``groups`` independent ALE vector envs over consecutive blocks of envs, so that a
   collector can step one block (``send``, ``recv``) while the policy acts on the other
   (``rollout.collect_rollout``).
@@ -38,6 +38,7 @@ SUPPORTED_KWARGS = ("repeat_action_probability", "full_action_space", "max_num_f
 # Keys of the ids' own specs that the preprocessing above replaces.
 _SPEC_ONLY = ("game", "frameskip", "obs_type")
 _UNLIMITED_FRAMES = 2 ** 30  # ALE takes an int; None (no limit) in gym.make
+_SEEDS = 2 ** 31  # ALE's seeds are int32: larger ones wrap
 
 
 def ale_vector_available() -> bool:
@@ -91,7 +92,8 @@ class _Group:
         self.fire_next = np.zeros(n, bool)
 
     def reset(self, seed: int | None) -> np.ndarray:
-        obs, info = self.ale.reset(seed=seed)
+        seeds = None if seed is None else (seed + np.arange(self.n)) % _SEEDS
+        obs, info = self.ale.reset(seed=seeds)
         self.lives, self.frame = info["lives"], info["episode_frame_number"]
         self.valid[:] = self.stack
         return obs

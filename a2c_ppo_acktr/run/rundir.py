@@ -61,10 +61,11 @@ def check_run(args: argparse.Namespace, paths: RunPaths) -> None:
                               "run without --resume")
     elif not args.overwrite and (saved or _history_files(paths) or glob.glob(
             os.path.join(glob.escape(paths.log_dir), "*.monitor.csv"))):
+        what = ("pass --resume to continue it or --overwrite to replace it" if saved else
+                "it saved no checkpoint to --resume: pass --overwrite to replace it")
         raise ConfigError(f"{paths.checkpoint if saved else paths.log_dir} already holds a run "
                           f"of --algo {args.algo} on {args.env_name} with --seed {args.seed}; "
-                          "pass --resume to continue it or --overwrite to replace it (another "
-                          "--seed starts a run beside it)")
+                          f"{what} (another --seed starts a run beside it)")
 
 
 def _rewrite_kept(path: str, head: int, keep) -> int:
