@@ -12,6 +12,7 @@ if __name__ == "__main__":  # a signal during the imports (seconds) ends the pro
     from a2c_ppo_acktr.run.interrupt import exit_on_signals
     exit_on_signals()
 
+import errno
 import functools
 import math
 import time
@@ -44,6 +45,9 @@ from a2c_ppo_acktr.run.resume import resume_exactly
 from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
 from a2c_ppo_acktr.sampling.ddp import DDP
 from a2c_ppo_acktr.speed import compile_seconds, keep_freed_memory
+
+# What a full or failing disk raises: the user frees space; not a bug to trace back.
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
 
 
 @dataclass
@@ -86,6 +90,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         status = None
         try:
             status = train(args, run, stop)
+            return status
+        except (Error, OSError) as e:  # e.g. a log that cannot be written: one line
+            if isinstance(e, OSError) and e.errno not in STORAGE_ERRNOS:
+                raise
+            if run.lead:
+                what = f"{e.filename}: {e.strerror}" if isinstance(e, OSError) and e.filename \
+                    else str(e)
+                print(f"{program()}: error: {what}; stopped, {kept(run)}", file=sys.stderr)
+            status = 1
             return status
         finally:
             run.close()
@@ -176,6 +189,16 @@ def start(args, stop: StopRequest) -> Run:
                logs, ddp.close if ddp else lambda: None, created, env_steps if resumed else None)
 
 
+def kept(run: Run) -> str:
+    """What a run that stops on a failure leaves (``main`` undoes one that saved nothing)."""
+    if not run.paths.checkpoint:
+        return "nothing saved (--save-dir is empty)"
+    if run.saved_steps is None:
+        return "nothing saved yet, so the run's files are removed: it can start again"
+    return (f"keeping the last saved checkpoint {run.paths.checkpoint} ({run.saved_steps:,} "
+            "steps): --resume continues it, --overwrite starts the run again")
+
+
 def gail_rewards(args, discr, expert_loader, normalizer, rollouts, update: int) -> dict:
     """Train the discriminator on this rollout, then put its rewards in place of the env's."""
     if update >= args.gail_warmup_updates:
@@ -200,14 +223,6 @@ def train(args, run: Run, stop: StopRequest) -> int:
         if run.lead:
             print(message, file=stream, flush=True)
 
-    def kept() -> str:  # what a run that stops on a failure leaves
-        if not paths.checkpoint:
-            return "nothing saved (--save-dir is empty)"
-        if run.saved_steps is None:
-            return "nothing saved yet, so the run's files are removed: it can start again"
-        return (f"keeping the last saved checkpoint {paths.checkpoint} ({run.saved_steps:,} "
-                "steps): --resume continues it, --overwrite starts the run again")
-
     for j in run.updates:
         agent.adjust_lr(j * run.steps_per_update)  # its schedule, e.g. --use-linear-lr-decay
         rollouts = collector.collect(actor_critic)
@@ -222,7 +237,7 @@ def train(args, run: Run, stop: StopRequest) -> int:
         losses = agent.update(rollouts)
         if not all(math.isfinite(x) for x in losses):
             say(f"{program()}: error: non-finite loss at update {j} (value {losses[0]}, action "
-                f"{losses[1]}, entropy {losses[2]}); stopped, {kept()}")
+                f"{losses[1]}, entropy {losses[2]}); stopped, {kept(run)}")
             return 1
         if args.compile and j == run.updates.start:  # both compiled by now: say for how long
             say(f"torch.compile: {compile_seconds():.1f} s compiling the act step and the update",
@@ -247,7 +262,7 @@ def train(args, run: Run, stop: StopRequest) -> int:
                 # goes on. The atomic write kept the previous checkpoint, which --resume continues.
                 say(f"{program()}: error: {e}; stopped at {env_steps:,} steps, " + (
                     f"keeping the previous checkpoint ({run.saved_steps:,} steps)"
-                    if run.saved_steps is not None else kept()))
+                    if run.saved_steps is not None else kept(run)))
                 return 1
         if stopping:
             say(f"interrupted at {env_steps:,} steps; " + (

@@ -213,6 +213,24 @@ def test_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(tmp_path, c
     assert os.listdir(path.parent) == [path.name]  # no temporary left
 
 
+def test_full_disk_while_logging_stops_in_one_line(tmp_path, capsys, monkeypatch):
+    """A log that cannot be written stops the run as a failed save does (issue #52)."""
+    from a2c_ppo_acktr.run.logger import ScalarLogger
+
+    def disk_full(self, row, step):
+        if row["update"] == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(ScalarLogger, "_log", disk_full)
+    assert main.main(TINY + ["--num-env-steps", "160", "--save-interval", "1"]
+                     + dirs(tmp_path)) == 1
+    path = tmp_path / "models/a2c/CartPole-v1_seed1.pt"
+    one_error_line(capsys.readouterr().err,
+                   f"error: cannot write {tmp_path}/logs/a2c/CartPole-v1_seed1/progress.csv: No "
+                   f"space left on device; stopped, keeping the last saved checkpoint {path} (48 "
+                   "steps): --resume continues it")
+
+
 # 4. Ctrl-C / SIGTERM: the update finishes, the checkpoint is saved, one line, 130 / 143.
 def signal_run(tmp_path, argv, signum, group=False, updates=3, launcher=(sys.executable,)):
     """Start main.py ``argv``, send ``signum`` once ``updates`` updates are logged (to its whole
