@@ -40,7 +40,7 @@ from a2c_ppo_acktr.run.checkpoint import (
     run_paths,
     save_checkpoint,
 )
-from a2c_ppo_acktr.run.config import write_config
+from a2c_ppo_acktr.run.config import whole_updates, write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
 from a2c_ppo_acktr.run.resume import resume_exactly
@@ -50,6 +50,10 @@ from a2c_ppo_acktr.speed import compile_seconds, keep_freed_memory
 
 # What a full or failing disk raises: the user frees space; not a bug to trace back.
 STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+
+
+class NothingLeft(Exception):
+    """--resume of a run that has trained its --num-env-steps: ``str()`` says so."""
 
 
 @dataclass
@@ -89,6 +93,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         except Interrupted as e:  # a signal while building: undone, one line
             print(f"{program()}: {e}", file=sys.stderr)
             return e.exit_status
+        except NothingLeft as e:  # nothing built; done as asked
+            print(e, flush=True)
+            return 0
         status = None
         try:
             status = train(args, run, stop)
@@ -129,6 +136,10 @@ def start(args, stop: StopRequest) -> Run:
     except CheckpointError as e:
         raise CheckpointError(f"--resume: {e}") from None
     env_steps = resumed["env_steps"] if resumed else 0
+    if resumed and env_steps >= whole_updates(args):
+        raise NothingLeft(f"nothing to train: {paths.checkpoint} already holds {env_steps:,} "
+                          f"steps, --num-env-steps {args.num_env_steps:,}; a larger "
+                          "--num-env-steps continues the run")
 
     # Seeds the CUDA generators too, lazily: a CPU run never initializes CUDA.
     torch.manual_seed(args.seed + rank)  # ranks sample apart; all start from rank 0's weights

@@ -244,7 +244,7 @@ def test_resume_refuses_bad_checkpoints(tmp_path, capsys):
     ckpt = load_checkpoint(cartpole)
     ckpt["action_space"] = "Discrete(3)"
     torch.save(ckpt, cartpole)
-    expect_exit_2(capsys, argv + ["--resume"], "action_space")
+    expect_exit_2(capsys, argv + ["--resume", "--num-env-steps", "64"], "action_space")
     with open(cartpole, "wb") as f:
         f.write(b"not a checkpoint")
     expect_exit_2(capsys, argv + ["--resume"], "cannot read checkpoint")
@@ -273,6 +273,22 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeyp
     assert ckpt["env_steps"] == 32  # saved after the 2 good updates, not after the bad one
     assert all(torch.isfinite(v).all() for v in ckpt["actor_critic"].values())
     assert not sampler_threads()
+
+
+def test_resuming_a_finished_run_says_nothing_is_left_and_builds_nothing(tmp_path, capsys,
+                                                                         monkeypatch):
+    argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
+    assert main.main(argv) == 0
+    capsys.readouterr()
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the run was built")
+
+    monkeypatch.setattr(main, "build_run", no_build)
+    assert main.main(argv + ["--resume"]) == 0
+    assert capsys.readouterr().out == (
+        f"nothing to train: {a2c_paths(tmp_path).checkpoint} already holds 32 steps, "
+        "--num-env-steps 32; a larger --num-env-steps continues the run\n")
 
 
 def test_failure_before_the_first_save_leaves_a_run_that_starts_again(tmp_path, capsys,

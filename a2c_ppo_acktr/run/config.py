@@ -154,7 +154,7 @@ def _check_changes(saved: dict, given: dict, source: Optional[str]) -> list[str]
     return notes
 
 
-def _whole_updates(args: argparse.Namespace) -> int:
+def whole_updates(args: argparse.Namespace) -> int:
     """``--num-env-steps`` rounded down to whole updates (of all envs, workers and ranks)."""
     ranks = int(os.environ.get("WORLD_SIZE", 1)) if "RANK" in os.environ else 1
     per_update = args.num_steps * args.num_processes * max(1, args.num_workers) * ranks
@@ -163,7 +163,7 @@ def _whole_updates(args: argparse.Namespace) -> int:
 
 def _horizon_note(args: argparse.Namespace) -> list[str]:
     """What a resumed run's linear lr decay does past its kept horizon."""
-    horizon, total = args.lr_decay_horizon, _whole_updates(args)
+    horizon, total = args.lr_decay_horizon, whole_updates(args)
     if not args.use_linear_lr_decay or total <= horizon:
         return []
     return [f"resume: the learning rate keeps its linear decay to 0 at {horizon:,} steps "
@@ -246,7 +246,7 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
         # Fixed at the run's start and saved with it: the original's schedule, 0 right after the
         # last whole update of this budget (a GAIL CartPole run lands elsewhere with 40,000 for
         # 39,936: tests/test_gail.py).
-        args.lr_decay_horizon = _whole_updates(args)
+        args.lr_decay_horizon = whole_updates(args)
     args.notes = notes
     args.config = run_config({d: getattr(args, d) for d in known if d not in NOT_SAVED}, argv)
     return args
