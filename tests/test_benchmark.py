@@ -129,6 +129,27 @@ def test_sigterm_to_the_benchmark_alone_stops_and_saves_its_runs(tmp_path):
     assert not (run / "seed2" / "logs").exists()
 
 
+def test_a_run_that_ends_no_episode_is_said_and_no_failure(tmp_path, monkeypatch, capsys):
+    """Issue #52: a run too short for any episode to end was "FAILED (exit status 0)", exit 1."""
+    import benchmark
+
+    def no_episode_ended(env, name, seed, steps, out, *args):
+        run_dir = tmp_path / "runs" / env / name / f"seed{seed}"
+        logs = run_dir / "logs" / "ppo" / f"{env}_seed{seed}"
+        logs.mkdir(parents=True)
+        (logs / "0.monitor.csv").write_text(
+            json.dumps({"t_start": 1.0, "env_id": env}).join("#\n") + "r,l,t\n")
+        return benchmark.read_result(env, name, seed, steps, str(run_dir), 0, 1.0)
+
+    monkeypatch.setattr(benchmark, "run_one", no_episode_ended)
+    assert benchmark.main(["--suite", "classic", "--env", "Acrobot-v1", "--seeds", "1",
+                           "--num-env-steps", "5000", "--jobs", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert ("Acrobot-v1 tuned 5000 steps seed 1: finished without a score: no finished episodes "
+            "in monitor files of ") in out and "(a larger --num-env-steps ends some)\n" in out
+    assert "FAILED" not in out
+
+
 def test_benchmark_refuses_env_outside_suite(tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "mujoco",

@@ -131,6 +131,23 @@ def test_module_env_id_with_dict_observations_and_no_render_mode(tmp_path):
     assert proc.stdout.count("length 5") == 2
 
 
+@pytest.mark.parametrize("vec_env", ["dummy", "shmem"])
+def test_module_env_id_from_the_working_directory(tmp_path, vec_env):
+    """Issue #52: ``mymod:Env-v0`` with mymod.py in the working directory, main.py run by path
+    (so its own directory, not the working one, is on sys.path); the env workers import it too."""
+    (tmp_path / "mymod52.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('MyCartPole-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv',"
+        " max_episode_steps=20)\n")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "main.py"), *TINY, "--env-name",
+         "mymod52:MyCartPole-v0", "--num-env-steps", "32", "--vec-env", vec_env,
+         "--log-dir", "logs", "--save-dir", "models"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "models" / "a2c" / "MyCartPole-v0_seed1.pt").exists()
+
+
 def test_env_without_render_mode_cannot_be_recorded_in_one_line(tmp_path, capsys):
     import enjoy
 

@@ -69,6 +69,25 @@ def _is_mujoco(spec: EnvSpec) -> bool:
     return isinstance(spec.entry_point, str) and spec.entry_point.startswith("gymnasium.envs.mujoco")
 
 
+def _import_from_here(module: str) -> None:
+    """Import ``module``, also from the working directory, as ``python -m`` and ``python -c``
+    find it: a script run by path has its own directory on sys.path instead. The working
+    directory goes last on sys.path, shadowing nothing; env workers started later inherit it."""
+    try:
+        importlib.import_module(module)
+        return
+    except ModuleNotFoundError as e:
+        here = os.getcwd()
+        if e.name != module.partition(".")[0] or here in [os.path.abspath(p) for p in sys.path]:
+            raise
+    sys.path.append(here)
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        sys.path.remove(here)
+        raise
+
+
 def env_spec(env_id: str) -> EnvSpec:
     """``gym.spec(env_id)``, registering the Atari ids on a miss; a one-line ValueError if unknown.
 
@@ -77,7 +96,7 @@ def env_spec(env_id: str) -> EnvSpec:
     module, _, env_id = env_id.rpartition(":")
     if module:
         try:
-            importlib.import_module(module)
+            _import_from_here(module)
         except ImportError as e:
             raise ConfigError(f"cannot import {module!r}, named in the env id {module}:{env_id} to "
                              f"register it: {e}") from None
