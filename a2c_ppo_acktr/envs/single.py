@@ -43,11 +43,22 @@ def register_ale() -> None:
 
 
 _mujoco_seen: set[str] | None = None
+# (what, env id) this process has had said: MuJoCo's warnings, flattened observations
+_claimed: set[tuple[str, str]] = set()
+
+
+def _claim(what: str, env_id: str) -> bool:
+    """True the first time this process asks for ``(what, env_id)``: the env it is about to build,
+    wherever that is (a worker process), says ``what``; envs built later (evaluation, a check)
+    stay quiet, in this process and in any other."""
+    first = (what, env_id) not in _claimed
+    _claimed.add((what, env_id))
+    return first
 
 
 def _mujoco_warnings_once(show: bool = True) -> None:
     """Route MuJoCo's warnings to one stderr line per distinct message, from the process that
-    builds env rank 0 (``show``; worker processes of other ranks stay quiet). MuJoCo's own handler
+    builds the env that claimed them (``show``, ``_claim``; other processes stay quiet). MuJoCo's own handler
     prints each warning at every model load (64 times for 64 envs) and appends it to
     ``MUJOCO_LOG.TXT`` in the working directory. The first call in a process decides."""
     global _mujoco_seen
@@ -118,7 +129,6 @@ def check_env_id(env_id: str) -> None:
 
 # Leaves gymnasium's FlattenObservation turns into one vector (Discrete: one-hot).
 _FLAT_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-_announced: set[str] = set()  # env ids whose flattening this process has reported
 
 
 def _flattenable(space: gym.Space) -> bool:
@@ -140,8 +150,7 @@ def _vector_observations(env: gym.Env, env_id: str, announce: bool) -> gym.Env:
         raise ConfigError(f"{env_id} has observations {space}, which are not supported: expected "
                          "Box, Discrete, MultiDiscrete, MultiBinary, or Dict / Tuple of them")
     env = FlattenObservation(env)
-    if announce and env_id not in _announced:
-        _announced.add(env_id)
+    if announce:
         print(f"{env_id}: observations {space} flattened into vectors of "
               f"{space_shape(env.observation_space)[0]} (Discrete ones one-hot)", flush=True)
     return env
@@ -206,11 +215,13 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
     """
     spec = env_spec(env_id)
     atari, mujoco = is_atari(spec), _is_mujoco(spec)
+    show_mujoco = mujoco and rank == 0 and _claim("mujoco", env_id)
+    announce = rank == 0 and _claim("observations", env_id)
 
     def _thunk() -> gym.Env:
         kwargs = {}
         if mujoco:
-            _mujoco_warnings_once(show=rank == 0)
+            _mujoco_warnings_once(show=show_mujoco)
         if atari:
             register_ale()  # a fresh worker process has not registered them yet
             if spec.kwargs.get("frameskip", 1) != 1:
@@ -229,7 +240,7 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
                                  "render_mode") from None
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        env = _vector_observations(env, env_id, announce=rank == 0)
+        env = _vector_observations(env, env_id, announce)
         if atari:
             env = NoopResetEnv(env, noop_max=30)
             env = MaxAndSkipEnv(env, skip=4)
@@ -263,7 +274,7 @@ def check_env_kwargs(env_id: str, env_kwargs: dict) -> None:
     traceback from a worker process."""
     spec = env_spec(env_id)
     if _is_mujoco(spec):
-        _mujoco_warnings_once()
+        _mujoco_warnings_once(show=_claim("mujoco", env_id))
     if is_atari(spec) and env_kwargs.get("obs_type", "rgb") not in ("rgb", "grayscale"):
         raise ConfigError(f"the Atari preprocessing takes obs_type rgb or grayscale, not "
                           f"{env_kwargs['obs_type']!r}")
