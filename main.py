@@ -27,7 +27,7 @@ import torch
 
 from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.envs.single import check_env_id
-from a2c_ppo_acktr.errors import CheckpointError, Error, program
+from a2c_ppo_acktr.errors import CheckpointError, ConfigError, Error, allocation_failure, program
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.arguments import fail, get_args, warn
@@ -170,13 +170,17 @@ def start(args, stop: StopRequest) -> Run:
         collector = build_collector(args, paths, envs, actor_critic, device, ddp, len(updates))
         inexact = resume_exactly(collector, resumed) if resumed else None
         stop_if_asked()
-    except BaseException:
+    except BaseException as e:
         if collector is not None:  # closes the envs too
             collector.close()
         elif envs is not None:  # build_run closes them itself on its own failures
             envs.close()
         if lead:
             abandon(paths, created, bool(resumed))
+        if (size := allocation_failure(e)) is not None:
+            raise ConfigError(f"cannot allocate {size} to build the run: the network "
+                              "(--hidden-size) or the rollout storage (--num-processes * "
+                              "--num-steps) is larger than this machine's memory") from None
         raise
     logs = []
     if lead:  # the run has started: what it should know, then where its files go

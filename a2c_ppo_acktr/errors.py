@@ -2,6 +2,7 @@
 points (``main.py``, ``enjoy.py``, ``scripts/``, ``gail_experts/``) turn them into the line
 ``<program>: error: <message>`` and exit status 2."""
 import os
+import re
 import sys
 
 
@@ -29,3 +30,20 @@ class LogError(Error):
 
 class GailError(ConfigError):
     """GAIL's expert data missing or not matching the env."""
+
+
+def allocation_failure(error: BaseException) -> str | None:
+    """How much memory an out-of-memory error of Python or torch (CPU: "DefaultCPUAllocator: can't
+    allocate memory: you tried to allocate N bytes"; CUDA: "Tried to allocate 2.00 GiB") failed to
+    get, for one line ("memory" where it does not say); None for any other error."""
+    text = str(error)
+    if not isinstance(error, MemoryError) and not (
+            isinstance(error, RuntimeError)
+            and ("can't allocate memory" in text or "out of memory" in text)):
+        return None
+    found = re.search(r"[Tt]ried to allocate (\d+) bytes", text)
+    if found:
+        gb = int(found.group(1)) / 1e9
+        return f"{gb:,.0f} GB" if gb >= 10 else f"{gb:.1f} GB"
+    found = re.search(r"[Tt]ried to allocate ([\d.]+ \w+)", text)
+    return found.group(1) if found else "memory"

@@ -275,6 +275,16 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeyp
     assert not sampler_threads()
 
 
+@pytest.mark.parametrize("flags", [["--hidden-size", "1e7"],
+                                   ["--num-steps", "1e13", "--num-env-steps", "1e14"]],
+                         ids=["network", "storage"])
+def test_sizes_beyond_memory_are_one_line(tmp_path, capsys, flags):
+    """Issue #52: sizes in range that no machine holds (above 2**47 bytes, so that even an
+    overcommitting kernel refuses them) were torch's allocator's traceback."""
+    expect_exit_2(capsys, A2C_TINY + flags + dirs(tmp_path), "is larger than this machine's memory")
+    assert os.listdir(tmp_path) == []
+
+
 def test_resuming_a_finished_run_says_nothing_is_left_and_builds_nothing(tmp_path, capsys,
                                                                          monkeypatch):
     argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
