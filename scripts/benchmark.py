@@ -42,11 +42,12 @@ import numpy as np
 
 from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.envs.episodes import load_run
-from a2c_ppo_acktr.errors import LogError
+from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.arguments import Parser, get_args
 from a2c_ppo_acktr.run.arguments import build_parser as build_main_parser
 from a2c_ppo_acktr.run.checkpoint import CheckpointError, load_checkpoint
+from a2c_ppo_acktr.run.checks import BENCHMARK_NUMBERS, check_numbers, check_paths, count
 from a2c_ppo_acktr.run.config import given_flags
 from a2c_ppo_acktr.run.history import evaluate_checkpoint
 from a2c_ppo_acktr.run.interrupt import Children
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", nargs="+", default=None,
                    help="env ids of the suite (default: all of the suite's envs)")
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="(default: 1 2 3)")
-    p.add_argument("--num-env-steps", type=int, default=None,
+    p.add_argument("--num-env-steps", type=count, default=None,
                    help="steps per run (default: the suite's budget: "
                    + ", ".join(f"{s} {b:g}" for s, b in recipes.BUDGETS.items()) + ")")
     p.add_argument("--recipe", nargs="+", choices=recipes.RECIPES, default=["tuned"],
@@ -291,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"not in the {args.suite} suite: {', '.join(unknown)} (choose from "
                 f"{', '.join(recipes.SUITES[args.suite])})")
-    if args.jobs < 1:
-        p.error("--jobs must be at least 1")
+    try:
+        check_numbers(args, BENCHMARK_NUMBERS)
+        check_paths(args, ["out"])
+    except ConfigError as e:
+        p.error(str(e))
     steps = args.num_env_steps or recipes.BUDGETS[args.suite]
     check_extra(p, extra, envs, args.recipe, args.vec_env, steps)
     out = os.path.abspath(args.out)

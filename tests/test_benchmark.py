@@ -150,6 +150,27 @@ def test_a_run_that_ends_no_episode_is_said_and_no_failure(tmp_path, monkeypatch
     assert "FAILED" not in out
 
 
+@pytest.mark.parametrize("argv, needle", [
+    (["--seeds", "1", "-1"], "--seeds must be an integer from 0 to 2**32 - 1, got -1"),
+    (["--num-env-steps", "0"], "--num-env-steps must be a positive integer below 2**63, got 0"),
+    (["--num-env-steps", "1e30"], "--num-env-steps must be a positive integer below 2**63"),
+    (["--jobs", "0"], "--jobs must be a positive integer below 2**63, got 0"),
+    (["--thresholds", "nan"], "--thresholds must be finite, got nan"),
+    (["--out", ""], "--out is empty: give a path"),
+])
+def test_benchmark_refuses_bad_numbers_and_empty_paths(tmp_path, monkeypatch, capsys, argv,
+                                                       needle):
+    """Issue #52: --num-env-steps 0 ran the suite's budget, --seeds -1 failed in every run."""
+    import benchmark
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        benchmark.main(["--suite", "classic", "--env", "CartPole-v1", *argv])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and needle in err, err
+    assert os.listdir(tmp_path) == []
+
+
 def test_benchmark_refuses_env_outside_suite(tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "mujoco",

@@ -38,6 +38,7 @@ COUNT_0 = Takes(0, 2**63 - 1, "0 or a positive integer below 2**63")
 SEED = Takes(0, 2**32 - 1, "an integer from 0 to 2**32 - 1")
 POSITIVE = Takes(0, sys.float_info.max, "positive and finite", above=True)
 FRACTION = Takes(0, 1, "in [0, 1]")
+FINITE = Takes(-sys.float_info.max, sys.float_info.max, "finite")
 # main.py's numeric flags; None (unset) passes.
 NUMBERS: dict[str, Takes] = {
     **dict.fromkeys(("num_processes", "num_steps", "ppo_epoch", "num_mini_batch",
@@ -57,6 +58,10 @@ NUMBERS: dict[str, Takes] = {
 }
 # Paths that must name something: '' would put files in, or read them from, the working directory.
 PATHS = ("log_dir", "gail_experts_dir", "ray_address", "resume")
+# The numeric flags of enjoy.py and gail_experts/generate.py (run/playback.py's included).
+PLAYBACK_NUMBERS = {"episodes": COUNT, "max_steps": COUNT, "seed": SEED, "train_seed": SEED}
+# scripts/benchmark.py's own (main.py checks the rest of each run's flags).
+BENCHMARK_NUMBERS = {"seeds": SEED, "num_env_steps": COUNT, "jobs": COUNT, "thresholds": FINITE}
 
 
 def count(text: str) -> int:
@@ -73,23 +78,28 @@ def count(text: str) -> int:
 
 def check_numbers(args: argparse.Namespace, takes: Mapping[str, Takes]) -> None:
     """``ConfigError`` naming the first flag of ``takes`` whose value in ``args`` it does not
-    accept (a list: each of its values)."""
+    accept (a list: each of its values; a flag ``args`` lacks passes)."""
     for name, rule in takes.items():
-        values = getattr(args, name)
+        values = getattr(args, name, None)
         for value in values if isinstance(values, list) else [values]:
             if value is not None and not rule.accepts(value):
                 shown = f"{value:g}" if isinstance(value, int) and abs(value) >= 10**16 else value
                 raise ConfigError(f"{option(name)} must be {rule.text}, got {shown}")
 
 
-def check_values(args: argparse.Namespace) -> None:
-    """Each of main.py's flags on its own: numbers in range, paths not empty."""
-    check_numbers(args, NUMBERS)
-    for name in PATHS:
+def check_paths(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """``ConfigError`` naming the first flag of ``names`` given as ''."""
+    for name in names:
         if getattr(args, name) == "":
             raise ConfigError(f"{option(name)} is empty: give a path"
                               + (" (bare --resume continues the run the other flags name)"
                                  if name == "resume" else ""))
+
+
+def check_values(args: argparse.Namespace) -> None:
+    """Each of main.py's flags on its own: numbers in range, paths not empty."""
+    check_numbers(args, NUMBERS)
+    check_paths(args, PATHS)
 
 
 def _literal(text):
