@@ -207,6 +207,13 @@ def test_unusable_directories_are_refused_first(tmp_path, capsys, monkeypatch, c
     assert sorted(os.listdir(tmp_path)) == ["afile"]
 
 
+def stopped_by_a_full_disk(tmp_path, capsys):
+    """Run TINY, saving at each update, to its failure; -> (stderr, the checkpoint's path)."""
+    assert main.main(TINY + ["--num-env-steps", "160", "--save-interval", "1"]
+                     + dirs(tmp_path)) == 1
+    return capsys.readouterr().err, tmp_path / "models/a2c/CartPole-v1_seed1.pt"
+
+
 def test_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(tmp_path, capsys,
                                                                      monkeypatch):
     save, saves = torch.save, []
@@ -219,15 +226,25 @@ def test_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(tmp_path, c
         return save(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", disk_full_at_the_third)
-    assert main.main(TINY + ["--num-env-steps", "160", "--save-interval", "1"]
-                     + dirs(tmp_path)) == 1
-    path = tmp_path / "models/a2c/CartPole-v1_seed1.pt"
-    one_error_line(capsys.readouterr().err,
+    err, path = stopped_by_a_full_disk(tmp_path, capsys)
+    one_error_line(err,
                    f"error: cannot write {path}: No space left on device; stopped at 48 steps, "
                    "keeping the previous checkpoint (32 steps)")
     monkeypatch.undo()
     assert load_checkpoint(str(path))["env_steps"] == 32
     assert os.listdir(path.parent) == [path.name]  # no temporary left
+
+
+def test_failed_first_save_undoes_the_run(tmp_path, capsys, monkeypatch):
+    """Nothing to --resume: the run's files go, so the same command starts it again."""
+    def disk_full(obj, f, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    err, path = stopped_by_a_full_disk(tmp_path, capsys)
+    one_error_line(err, f"error: cannot write {path}: No space left on device; stopped at 16 "
+                   "steps, nothing saved yet, so the run's files are removed: it can start again")
+    assert os.listdir(tmp_path) == []
 
 
 def test_full_disk_while_logging_stops_in_one_line(tmp_path, capsys, monkeypatch):
@@ -239,10 +256,8 @@ def test_full_disk_while_logging_stops_in_one_line(tmp_path, capsys, monkeypatch
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(ScalarLogger, "_log", disk_full)
-    assert main.main(TINY + ["--num-env-steps", "160", "--save-interval", "1"]
-                     + dirs(tmp_path)) == 1
-    path = tmp_path / "models/a2c/CartPole-v1_seed1.pt"
-    one_error_line(capsys.readouterr().err,
+    err, path = stopped_by_a_full_disk(tmp_path, capsys)
+    one_error_line(err,
                    f"error: cannot write {tmp_path}/logs/a2c/CartPole-v1_seed1/progress.csv: No "
                    f"space left on device; stopped, keeping the last saved checkpoint {path} (48 "
                    "steps): --resume continues it")

@@ -93,3 +93,7 @@ def test_a_run_with_logs_but_no_checkpoint_is_refused_naming_the_one_way_on(tmp_
     assert "pass --resume" not in str(e.value)
     args.overwrite = True
     check_run(args, paths)
+    args.overwrite, args.resume, args.save_dir = False, True, str(tmp_path / "models")
+    with pytest.raises(ConfigError, match="holds the logs of a run that saved none: --overwrite "
+                                          "instead of --resume starts it again"):
+        check_run(args, run_paths(args))

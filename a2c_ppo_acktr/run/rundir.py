@@ -49,6 +49,8 @@ def check_run(args: argparse.Namespace, paths: RunPaths) -> None:
     if paths.checkpoint is not None:
         _check_dir(os.path.dirname(paths.checkpoint), "--save-dir")
     saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
+    logged = bool(_history_files(paths) or glob.glob(
+        os.path.join(glob.escape(paths.log_dir), "*.monitor.csv")))
     if args.resume:
         if paths.checkpoint is None:
             raise ConfigError("--resume: this run saves no checkpoint (--save-dir is empty)")
@@ -57,10 +59,11 @@ def check_run(args: argparse.Namespace, paths: RunPaths) -> None:
                                env_file_name(args.env_name) + ".pt")
             hint = (f" ({old} is a run saved under the original's name: rename it to resume it)"
                     if paths.checkpoint and os.path.isfile(old) else "")
-            raise ConfigError(f"--resume: no checkpoint at {paths.checkpoint}{hint}; start a new "
-                              "run without --resume")
-    elif not args.overwrite and (saved or _history_files(paths) or glob.glob(
-            os.path.join(glob.escape(paths.log_dir), "*.monitor.csv"))):
+            again = (f"{paths.log_dir} holds the logs of a run that saved none: --overwrite "
+                     "instead of --resume starts it again" if logged
+                     else "start a new run without --resume")
+            raise ConfigError(f"--resume: no checkpoint at {paths.checkpoint}{hint}; {again}")
+    elif not args.overwrite and (saved or logged):
         what = ("pass --resume to continue it or --overwrite to replace it" if saved else
                 "it saved no checkpoint to --resume: pass --overwrite to replace it")
         raise ConfigError(f"{paths.checkpoint if saved else paths.log_dir} already holds a run "
