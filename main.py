@@ -19,7 +19,7 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -27,7 +27,7 @@ import torch
 
 from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.envs.single import check_env_id
-from a2c_ppo_acktr.errors import CheckpointError, ConfigError, Error, allocation_failure, program
+from a2c_ppo_acktr.errors import CheckpointError, Error, allocation_failure, program
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.arguments import fail, get_args, warn
@@ -71,8 +71,8 @@ class Run:
     steps_per_update: int       # num_steps * envs of all ranks
     logs: list                  # [progress.csv, eval.csv or None] on the lead, else []
     close_ddp: Callable[[], None]
-    created: list               # the directories made for it (rundir.abandon)
-    saved_steps: Optional[int]  # the env steps of its checkpoint; None while it has none
+    created: list = field(default_factory=list)  # the directories made for it (abandon)
+    saved_steps: Optional[int] = None  # the env steps of its checkpoint; None while it has none
 
     def close(self) -> None:
         self.collector.close()
@@ -96,6 +96,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         except NothingLeft as e:  # nothing built; done as asked
             print(e, flush=True)
             return 0
+        except (MemoryError, RuntimeError) as e:  # sizes in range that this machine cannot hold
+            if (size := allocation_failure(e)) is None:
+                raise
+            fail(f"cannot allocate {size} to build the run: the network (--hidden-size) or the "
+                 "rollout storage (--num-processes * --num-steps) is larger than this machine's "
+                 "memory")
         status = None
         try:
             status = train(args, run, stop)
@@ -170,17 +176,13 @@ def start(args, stop: StopRequest) -> Run:
         collector = build_collector(args, paths, envs, actor_critic, device, ddp, len(updates))
         inexact = resume_exactly(collector, resumed) if resumed else None
         stop_if_asked()
-    except BaseException as e:
+    except BaseException:
         if collector is not None:  # closes the envs too
             collector.close()
         elif envs is not None:  # build_run closes them itself on its own failures
             envs.close()
         if lead:
             abandon(paths, created, bool(resumed))
-        if (size := allocation_failure(e)) is not None:
-            raise ConfigError(f"cannot allocate {size} to build the run: the network "
-                              "(--hidden-size) or the rollout storage (--num-processes * "
-                              "--num-steps) is larger than this machine's memory") from None
         raise
     logs = []
     if lead:  # the run has started: what it should know, then where its files go
@@ -203,7 +205,8 @@ def start(args, stop: StopRequest) -> Run:
     gail = None if discr is None else functools.partial(
         gail_rewards, args, discr, expert_loader, collector.normalizer)
     return Run(paths, lead, collector, actor_critic, agent, discr, gail, updates, steps_per_update,
-               logs, ddp.close if ddp else lambda: None, created, env_steps if resumed else None)
+               logs, ddp.close if ddp else lambda: None,
+               created=created, saved_steps=env_steps if resumed else None)
 
 
 def kept(run: Run) -> str:

@@ -13,7 +13,7 @@ the frame stack, which arrives made: observations are (N, 4, 84, 84) uint8. This
   resets the whole game on a lost life, so it is not used: ``life_loss_info`` is;
 - same-step autoreset with ``infos[i]["final_obs"]`` (ALE's ``SameStep`` mode) and time-limit
   truncation after ``max_num_frames_per_episode`` frames (both id styles: 108000);
-- seeds: env i gets ``seed + first_rank + i`` on the first reset (modulo 2**31: ALE's are int32);
+- seeds: env i gets ``seed + first_rank + i`` on the first reset;
 - groups: ``groups`` independent ALE vector envs over consecutive blocks of envs, so that a
   collector can step one block (``send``, ``recv``) while the policy acts on the other
   (``rollout.collect_rollout``).

@@ -214,9 +214,9 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
     ``gym.make`` (they override ``render_mode`` and the Atari ``frameskip`` set here).
     """
     spec = env_spec(env_id)
-    atari, mujoco = is_atari(spec), _is_mujoco(spec)
-    show_mujoco = mujoco and rank == 0 and _claim("mujoco", env_id)
+    show_mujoco = rank == 0 and _is_mujoco(spec) and _claim("mujoco", env_id)
     announce = rank == 0 and _claim("observations", env_id)
+    atari, mujoco = is_atari(spec), _is_mujoco(spec)
 
     def _thunk() -> gym.Env:
         kwargs = {}
