@@ -209,16 +209,6 @@ def start(args, stop: StopRequest) -> Run:
                created=created, saved_steps=env_steps if resumed else None)
 
 
-def kept(run: Run) -> str:
-    """What a run that stops on a failure leaves (``main`` undoes one that saved nothing)."""
-    if not run.paths.checkpoint:
-        return "nothing saved (--save-dir is empty)"
-    if run.saved_steps is None:
-        return "nothing saved yet, so the run's files are removed: it can start again"
-    return (f"keeping the last saved checkpoint {run.paths.checkpoint} ({run.saved_steps:,} "
-            "steps): --resume continues it, --overwrite starts the run again")
-
-
 def gail_rewards(args, discr, expert_loader, normalizer, rollouts, update: int) -> dict:
     """Train the discriminator on this rollout, then put its rewards in place of the env's."""
     if update >= args.gail_warmup_updates:
@@ -229,6 +219,16 @@ def gail_rewards(args, discr, expert_loader, normalizer, rollouts, update: int) 
         rollouts.rewards[step] = discr.predict_reward(
             rollouts.obs[step], rollouts.actions[step], args.gamma, rollouts.masks[step])
     return stats
+
+
+def kept(run: Run) -> str:
+    """What a run that stops on a failure leaves (``main`` undoes one that saved nothing)."""
+    if not run.paths.checkpoint:
+        return "nothing saved (--save-dir is empty)"
+    if run.saved_steps is None:
+        return "nothing saved yet, so the run's files are removed: it can start again"
+    return (f"keeping the last saved checkpoint {run.paths.checkpoint} ({run.saved_steps:,} "
+            "steps): --resume continues it, --overwrite starts the run again")
 
 
 def train(args, run: Run, stop: StopRequest) -> int:

@@ -17,9 +17,8 @@ import sys
 from typing import Any, Optional
 
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
-from a2c_ppo_acktr.run import recipes
+from a2c_ppo_acktr.run import checks, recipes
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
-from a2c_ppo_acktr.run.checks import check_values
 from a2c_ppo_acktr.utils import save_atomic
 
 CONFIG_FILE = "config.json"
@@ -194,7 +193,7 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
     ``notes`` (the lines the run's log starts with) and ``config`` (``run_config``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
-    check_values(args)  # before the values are used below
+    checks.check_values(args)  # before the values are used below
     given = given_flags(parser, argv)
     known = vars(parser.parse_args([]))  # every destination, at its default
     notes, checkpoint, saved, source, recipe_note = [], None, None, None, None
