@@ -193,7 +193,7 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
     ``notes`` (the lines the run's log starts with) and ``config`` (``run_config``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
-    checks.check_values(args)  # before the values are used below
+    checks.check_values(args)  # the command line's own, before it is read below
     given = given_flags(parser, argv)
     known = vars(parser.parse_args([]))  # every destination, at its default
     notes, checkpoint, saved, source, recipe_note = [], None, None, None, None
@@ -241,6 +241,7 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
                      + (f" (recipe {args.recipe})" if args.recipe else ""))
     elif recipe_note:
         notes.insert(0, recipe_note)
+    checks.check_values(args)  # the values of every layer, before they are used
     if args.use_linear_lr_decay and args.lr_decay_horizon is None:
         # Fixed at the run's start and saved with it: the original's schedule, 0 right after the
         # last whole update of this budget (a GAIL CartPole run lands elsewhere with 40,000 for
