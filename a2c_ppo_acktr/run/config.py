@@ -241,11 +241,11 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
                      + (f" (recipe {args.recipe})" if args.recipe else ""))
     elif recipe_note:
         notes.insert(0, recipe_note)
-    checks.check_values(args)  # the values of every layer, before they are used
     if args.use_linear_lr_decay and args.lr_decay_horizon is None:
         # Fixed at the run's start and saved with it: the original's schedule, 0 right after the
         # last whole update of this budget (a GAIL CartPole run lands elsewhere with 40,000 for
         # 39,936: tests/test_gail.py).
+        checks.check_values(args)  # every layer's values (a recipe, a saved run), first
         args.lr_decay_horizon = whole_updates(args)
     args.notes = notes
     args.config = run_config({d: getattr(args, d) for d in known if d not in NOT_SAVED}, argv)
