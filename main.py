@@ -306,7 +306,7 @@ def train(args, run: Run, stop: StopRequest) -> int:
                 sys.stdout)
             run.logs[1].log(row, row["timesteps"])
 
-    if paths.checkpoint:
+    if paths.checkpoint and run.saved_steps is not None:  # (the lead's: it saves)
         say(f"done: {env_steps:,} steps; checkpoint {paths.checkpoint} ({run.saved_steps:,} steps)",
             sys.stdout)
     else:
