@@ -14,7 +14,6 @@ if __name__ == "__main__":  # a signal during the imports (seconds) ends the pro
     from a2c_ppo_acktr.run.interrupt import exit_on_signals
     exit_on_signals()
 
-import errno
 import functools
 import math
 import time
@@ -27,7 +26,7 @@ import torch
 
 from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.envs.single import check_env_id
-from a2c_ppo_acktr.errors import CheckpointError, Error, allocation_failure, program
+from a2c_ppo_acktr.errors import CheckpointError, Error, allocation_failure, failure_line, program
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.arguments import fail, get_args, warn
@@ -44,12 +43,9 @@ from a2c_ppo_acktr.run.config import whole_updates, write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
 from a2c_ppo_acktr.run.resume import resume_exactly
-from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
+from a2c_ppo_acktr.run.rundir import abandon, check_run, left_behind, make_run_dirs
 from a2c_ppo_acktr.sampling.ddp import DDP
 from a2c_ppo_acktr.speed import compile_seconds, keep_freed_memory
-
-# What a full or failing disk raises: the user frees space; not a bug to trace back.
-STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
 
 
 class NothingLeft(Exception):
@@ -107,12 +103,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             status = train(args, run, stop)
             return status
         except (Error, OSError) as e:  # e.g. a log that cannot be written: one line
-            if isinstance(e, OSError) and e.errno not in STORAGE_ERRNOS:
+            if (what := failure_line(e)) is None:
                 raise
             if run.lead:
-                what = f"{e.filename}: {e.strerror}" if isinstance(e, OSError) and e.filename \
-                    else str(e)
-                print(f"{program()}: error: {what}; stopped, {kept(run)}", file=sys.stderr)
+                print(f"{program()}: error: {what}; stopped, "
+                      f"{left_behind(run.paths, run.saved_steps)}", file=sys.stderr)
             status = 1
             return status
         finally:
@@ -221,16 +216,6 @@ def gail_rewards(args, discr, expert_loader, normalizer, rollouts, update: int) 
     return stats
 
 
-def kept(run: Run) -> str:
-    """What a run that stops on a failure leaves (``main`` undoes one that saved nothing)."""
-    if not run.paths.checkpoint:
-        return "nothing saved (--save-dir is empty)"
-    if run.saved_steps is None:
-        return "nothing saved yet, so the run's files are removed: it can start again"
-    return (f"keeping the last saved checkpoint {run.paths.checkpoint} ({run.saved_steps:,} "
-            "steps): --resume continues it, --overwrite starts the run again")
-
-
 def train(args, run: Run, stop: StopRequest) -> int:
     """The algorithm box; -> the exit status (0, 1 on a failure mid-run, 128 + signal)."""
     collector, actor_critic, agent, paths = run.collector, run.actor_critic, run.agent, run.paths
@@ -257,7 +242,7 @@ def train(args, run: Run, stop: StopRequest) -> int:
         losses = agent.update(rollouts)
         if not all(math.isfinite(x) for x in losses):
             say(f"{program()}: error: non-finite loss at update {j} (value {losses[0]}, action "
-                f"{losses[1]}, entropy {losses[2]}); stopped, {kept(run)}")
+                f"{losses[1]}, entropy {losses[2]}); stopped, {left_behind(paths, run.saved_steps)}")
             return 1
         if args.compile and j == run.updates.start:  # both compiled by now: say for how long
             say(f"torch.compile: {compile_seconds():.1f} s compiling the act step and the update",
@@ -280,9 +265,8 @@ def train(args, run: Run, stop: StopRequest) -> int:
             except CheckpointError as e:
                 # Stop rather than train on: what cannot be saved is lost however long the run
                 # goes on. The atomic write kept the previous checkpoint, which --resume continues.
-                say(f"{program()}: error: {e}; stopped at {env_steps:,} steps, " + (
-                    f"keeping the previous checkpoint ({run.saved_steps:,} steps)"
-                    if run.saved_steps is not None else kept(run)))
+                say(f"{program()}: error: {e}; stopped at {env_steps:,} steps, "
+                    f"{left_behind(paths, run.saved_steps)}")
                 return 1
         if stopping:
             say(f"interrupted at {env_steps:,} steps; " + (

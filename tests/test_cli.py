@@ -229,7 +229,7 @@ def test_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(tmp_path, c
     err, path = stopped_by_a_full_disk(tmp_path, capsys)
     one_error_line(err,
                    f"error: cannot write {path}: No space left on device; stopped at 48 steps, "
-                   "keeping the previous checkpoint (32 steps)")
+                   f"keeping the last saved checkpoint {path} (32 steps): --resume continues it")
     monkeypatch.undo()
     assert load_checkpoint(str(path))["env_steps"] == 32
     assert os.listdir(path.parent) == [path.name]  # no temporary left

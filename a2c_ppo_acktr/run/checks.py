@@ -53,7 +53,7 @@ NUMBERS: dict[str, Takes] = {
     **dict.fromkeys(("entropy_coef", "value_loss_coef"),
                     Takes(0, sys.float_info.max, "0 or positive, and finite")),
     **dict.fromkeys(("gamma", "gae_lambda", "alpha"), FRACTION),
-    # the Gaussian's initial std is e^x: beyond these it over- or underflows float32 as a variance
+    # the initial std is e^x: e^±20 is past any action scale (float32 variances overflow at 44)
     "log_std_init": Takes(-20, 20, "in [-20, 20] (a standard deviation e^-20 to e^20)"),
 }
 # Paths that must name something: '' would put files in, or read them from, the working directory.

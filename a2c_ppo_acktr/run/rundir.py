@@ -159,3 +159,14 @@ def abandon(paths: RunPaths, created: list, resumed: bool) -> None:
             os.rmdir(directory)
         except OSError:  # not empty (another run's files) or already gone
             pass
+
+
+def left_behind(paths: RunPaths, saved_steps: int | None) -> str:
+    """What a run that stops on a failure leaves: its last checkpoint, or nothing (main.py then
+    undoes a run that saved nothing, as one that failed to start)."""
+    if not paths.checkpoint:
+        return "nothing saved (--save-dir is empty)"
+    if saved_steps is None:
+        return "nothing saved yet, so the run's files are removed: it can start again"
+    return (f"keeping the last saved checkpoint {paths.checkpoint} ({saved_steps:,} steps): "
+            "--resume continues it, --overwrite starts the run again")
