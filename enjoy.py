@@ -28,6 +28,7 @@ from a2c_ppo_acktr.errors import Error
 from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.run.arguments import Parser, fail
 from a2c_ppo_acktr.run.checkpoint import build_policy
+from a2c_ppo_acktr.run.checks import PLAYBACK_NUMBERS, check_numbers, check_paths
 from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
 
 PROG = "enjoy.py"
@@ -47,10 +48,13 @@ def get_args(argv=None):
     p.add_argument("--record", metavar="PATH", help="write the frames to PATH (.gif or .mp4)")
     p.add_argument("--no-render", action="store_true", help="no window, even with a display")
     args = p.parse_args(argv)
-    if args.record and os.path.splitext(args.record)[1].lower() not in (".gif", ".mp4"):
+    if args.record is not None and os.path.splitext(args.record)[1].lower() not in (".gif", ".mp4"):
         _fail(f"--record expects a .gif or .mp4 path, got {args.record!r}")
-    if args.episodes <= 0 or (args.max_steps is not None and args.max_steps <= 0):
-        _fail("--episodes and --max-steps must be positive")
+    try:
+        check_numbers(args, PLAYBACK_NUMBERS)
+        check_paths(args, ["load_dir"])
+    except Error as e:
+        _fail(str(e))
     return args
 
 

@@ -9,6 +9,8 @@ thread, in Ray workers, on torchrun ranks) is chosen once, in ``start``, as a ``
 import sys
 
 if __name__ == "__main__":  # a signal during the imports (seconds) ends the process in one line
+    import signal  # held from here, as importing the package imports gymnasium, until handled
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
     from a2c_ppo_acktr.run.interrupt import exit_on_signals
     exit_on_signals()
 
@@ -16,7 +18,7 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -24,7 +26,7 @@ import torch
 
 from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.envs.single import check_env_id
-from a2c_ppo_acktr.errors import CheckpointError, Error, program
+from a2c_ppo_acktr.errors import CheckpointError, Error, allocation_failure, failure_line, program
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.arguments import fail, get_args, warn
@@ -37,14 +39,18 @@ from a2c_ppo_acktr.run.checkpoint import (
     run_paths,
     save_checkpoint,
 )
-from a2c_ppo_acktr.run.config import write_config
+from a2c_ppo_acktr.run.config import whole_updates, write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
 from a2c_ppo_acktr.run.resume import resume_exactly
-from a2c_ppo_acktr.run.rundir import abandon, check_run, make_run_dirs
+from a2c_ppo_acktr.run.rundir import abandon, check_run, left_behind, make_run_dirs
 from a2c_ppo_acktr.run.tracking import Tracker, start_tracking
 from a2c_ppo_acktr.sampling.ddp import DDP
 from a2c_ppo_acktr.speed import compile_seconds, keep_freed_memory
+
+
+class NothingLeft(Exception):
+    """--resume of a run that has trained its --num-env-steps: ``str()`` says so."""
 
 
 @dataclass
@@ -63,6 +69,8 @@ class Run:
     logs: list                  # [progress.csv, eval.csv or None] on the lead, else []
     close_ddp: Callable[[], None]
     tracker: Optional[Tracker] = None  # --track: the W&B run, on the lead
+    created: list = field(default_factory=list)  # the directories made for it (abandon)
+    saved_steps: Optional[int] = None  # the env steps of its checkpoint; None while it has none
 
     def close(self) -> None:
         self.collector.close()
@@ -85,10 +93,33 @@ def main(argv: Optional[list[str]] = None) -> int:
         except Interrupted as e:  # a signal while building: undone, one line
             print(f"{program()}: {e}", file=sys.stderr)
             return e.exit_status
+        except NothingLeft as e:  # nothing built; done as asked
+            print(e, flush=True)
+            return 0
+        except (MemoryError, RuntimeError) as e:  # sizes in range that this machine cannot hold
+            if (size := allocation_failure(e)) is None:
+                raise
+            fail(f"cannot allocate {size} to build the run: the network (--hidden-size) or the "
+                 "rollout storage (--num-processes * --num-steps) is larger than this machine's "
+                 "memory")
+        status = None
         try:
-            return train(args, run, stop)
+            status = train(args, run, stop)
+            return status
+        except (Error, OSError) as e:  # e.g. a log that cannot be written: one line
+            if (what := failure_line(e)) is None:
+                raise
+            if run.lead:
+                print(f"{program()}: error: {what}; stopped, "
+                      f"{left_behind(run.paths, run.saved_steps)}", file=sys.stderr)
+            status = 1
+            return status
         finally:
             run.close()
+            if status != 0 and run.lead and run.paths.checkpoint and run.saved_steps is None:
+                # Nothing to --resume: the run is undone, as one that failed to start, so that
+                # it can start again (a run that saves no checkpoint keeps its logs).
+                abandon(run.paths, run.created, resumed=False)
 
 
 def start(args, stop: StopRequest) -> Run:
@@ -110,6 +141,10 @@ def start(args, stop: StopRequest) -> Run:
     except CheckpointError as e:
         raise CheckpointError(f"--resume: {e}") from None
     env_steps = resumed["env_steps"] if resumed else 0
+    if resumed and env_steps >= whole_updates(args):
+        raise NothingLeft(f"nothing to train: {paths.checkpoint} already holds {env_steps:,} "
+                          f"steps, --num-env-steps {args.num_env_steps:,}; a larger "
+                          "--num-env-steps continues the run")
 
     # Seeds the CUDA generators too, lazily: a CPU run never initializes CUDA.
     torch.manual_seed(args.seed + rank)  # ranks sample apart; all start from rank 0's weights
@@ -172,7 +207,8 @@ def start(args, stop: StopRequest) -> Run:
     gail = None if discr is None else functools.partial(
         gail_rewards, args, discr, expert_loader, collector.normalizer)
     return Run(paths, lead, collector, actor_critic, agent, discr, gail, updates, steps_per_update,
-               logs, ddp.close if ddp else lambda: None, tracker)
+               logs, ddp.close if ddp else lambda: None, tracker,
+               created=created, saved_steps=env_steps if resumed else None)
 
 
 def gail_rewards(args, discr, expert_loader, normalizer, rollouts, update: int) -> dict:
@@ -192,7 +228,7 @@ def train(args, run: Run, stop: StopRequest) -> int:
     collector, actor_critic, agent, paths = run.collector, run.actor_critic, run.agent, run.paths
     progress = ProgressLine(run.updates.stop * run.steps_per_update, enabled=run.lead)
     start_time, start_steps = time.time(), run.updates.start * run.steps_per_update
-    saved_steps = env_steps = start_steps
+    env_steps = start_steps
 
     def say(message: str, stream=sys.stderr) -> None:
         progress.clear()
@@ -213,8 +249,7 @@ def train(args, run: Run, stop: StopRequest) -> int:
         losses = agent.update(rollouts)
         if not all(math.isfinite(x) for x in losses):
             say(f"{program()}: error: non-finite loss at update {j} (value {losses[0]}, action "
-                f"{losses[1]}, entropy {losses[2]}); stopped, keeping the last saved checkpoint "
-                f"{paths.checkpoint}")
+                f"{losses[1]}, entropy {losses[2]}); stopped, {left_behind(paths, run.saved_steps)}")
             return 1
         if args.compile and j == run.updates.start:  # both compiled by now: say for how long
             say(f"torch.compile: {compile_seconds():.1f} s compiling the act step and the update",
@@ -233,12 +268,12 @@ def train(args, run: Run, stop: StopRequest) -> int:
                 save_checkpoint(state, paths.checkpoint)
                 if keep:  # a permanent copy beside the latest (tmrl's model history)
                     save_checkpoint(state, history_path(paths.checkpoint, env_steps))
-                saved_steps = env_steps
+                run.saved_steps = env_steps
             except CheckpointError as e:
                 # Stop rather than train on: what cannot be saved is lost however long the run
                 # goes on. The atomic write kept the previous checkpoint, which --resume continues.
-                say(f"{program()}: error: {e}; stopped at {env_steps:,} steps, keeping the "
-                    f"previous checkpoint ({saved_steps:,} steps)")
+                say(f"{program()}: error: {e}; stopped at {env_steps:,} steps, "
+                    f"{left_behind(paths, run.saved_steps)}")
                 return 1
         if stopping:
             say(f"interrupted at {env_steps:,} steps; " + (
@@ -262,8 +297,8 @@ def train(args, run: Run, stop: StopRequest) -> int:
                 sys.stdout)
             run.logs[1].log(row, row["timesteps"])
 
-    if paths.checkpoint:
-        say(f"done: {env_steps:,} steps; checkpoint {paths.checkpoint} ({saved_steps:,} steps)",
+    if paths.checkpoint and run.saved_steps is not None:  # (the lead's: it saves)
+        say(f"done: {env_steps:,} steps; checkpoint {paths.checkpoint} ({run.saved_steps:,} steps)",
             sys.stdout)
     else:
         progress.clear()

@@ -1,7 +1,9 @@
 """The project's exceptions. Library code raises them with a one-line message; only the entry
 points (``main.py``, ``enjoy.py``, ``scripts/``, ``gail_experts/``) turn them into the line
 ``<program>: error: <message>`` and exit status 2."""
+import errno
 import os
+import re
 import sys
 
 
@@ -29,3 +31,34 @@ class LogError(Error):
 
 class GailError(ConfigError):
     """GAIL's expert data missing or not matching the env."""
+
+
+def allocation_failure(error: BaseException) -> str | None:
+    """How much memory an out-of-memory error of Python or torch (CPU: "DefaultCPUAllocator: can't
+    allocate memory: you tried to allocate N bytes"; CUDA: "Tried to allocate 2.00 GiB") failed to
+    get, for one line ("memory" where it does not say); None for any other error."""
+    text = str(error)
+    if not isinstance(error, MemoryError) and not (
+            isinstance(error, RuntimeError)
+            and ("can't allocate memory" in text or "out of memory" in text)):
+        return None
+    found = re.search(r"[Tt]ried to allocate (\d+) bytes", text)
+    if found:
+        gb = int(found.group(1)) / 1e9
+        return f"{gb:,.0f} GB" if gb >= 10 else f"{gb:.1f} GB"
+    found = re.search(r"[Tt]ried to allocate ([\d.]+ \w+)", text)
+    return found.group(1) if found else "memory"
+
+
+# What a full or failing disk raises: the user frees space; not a bug to trace back.
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+
+
+def failure_line(error: BaseException) -> str | None:
+    """One line for an ``Error`` or a disk's OSError (``STORAGE_ERRNOS``) that stops a run; None
+    for any other error, to be traced back."""
+    if isinstance(error, Error):
+        return str(error)
+    if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
+        return f"{error.filename}: {error.strerror}" if error.filename else str(error)
+    return None

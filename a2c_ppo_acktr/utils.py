@@ -3,8 +3,8 @@ processes and signals."""
 import contextlib
 import glob
 import os
+import secrets
 import signal
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
@@ -44,19 +44,35 @@ def _temp_prefix(path):
     return f".{os.path.basename(path)}.tmp-"
 
 
+def os_error(error: BaseException) -> OSError | None:
+    """The OSError that caused ``error``, itself or down its chain: torch's writer turns a failed
+    write (disk full) into a RuntimeError raised while handling it."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, OSError):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def save_atomic(state: Any, path: str, save: Callable[[Any, IO[bytes]], object] | None = None) -> None:
     """Write ``state`` (tensors and plain values only) to ``path`` atomically, with ``save(state,
     file)`` (``torch.save``; ``torch.export.save`` for an exported policy).
 
     The data goes to ``.<name>.tmp-XXXX`` in the same directory, which is then renamed over
-    ``path``, so a crash mid-write leaves the previous checkpoint intact. An OSError (disk full,
-    no permission) is a ``CheckpointError``.
+    ``path``, so a crash mid-write leaves the previous checkpoint intact. The file gets the mode
+    the umask gives a new file, as ``open`` would. An OSError (disk full, no permission), also
+    one a library wrapped in its own error, is a ``CheckpointError``.
     """
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
         os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=_temp_prefix(path))
+        name = os.path.join(directory, _temp_prefix(path) + secrets.token_hex(4))
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+        tmp = name
         with os.fdopen(fd, "wb") as f:
             (save or torch.save)(state, f)  # looked up now: tests replace torch.save
             f.flush()
@@ -65,8 +81,9 @@ def save_atomic(state: Any, path: str, save: Callable[[Any, IO[bytes]], object] 
     except BaseException as e:
         if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
-        if isinstance(e, OSError):
-            raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from e
+        cause = os_error(e) if isinstance(e, Exception) else None
+        if cause is not None:
+            raise CheckpointError(f"cannot write {path}: {cause.strerror or cause}") from e
         raise
 
 

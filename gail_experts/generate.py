@@ -25,6 +25,7 @@ from a2c_ppo_acktr.errors import Error
 from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.run.arguments import Parser, fail
 from a2c_ppo_acktr.run.checkpoint import build_policy
+from a2c_ppo_acktr.run.checks import PLAYBACK_NUMBERS, check_numbers, check_paths
 from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
 
 PROG = "generate.py"
@@ -43,8 +44,11 @@ def get_args(argv=None):
                    help="where trajs_<env-name>.pt goes (default: ./gail_experts, the default "
                    "--gail-experts-dir of main.py)")
     args = p.parse_args(argv)
-    if args.episodes <= 0:
-        _fail(f"--episodes must be positive, got {args.episodes}")
+    try:
+        check_numbers(args, PLAYBACK_NUMBERS)
+        check_paths(args, ["load_dir", "out_dir"])
+    except Error as e:
+        _fail(str(e))
     return args
 
 

@@ -42,11 +42,12 @@ import numpy as np
 
 from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.envs.episodes import load_run
-from a2c_ppo_acktr.errors import LogError
+from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.arguments import Parser, get_args
 from a2c_ppo_acktr.run.arguments import build_parser as build_main_parser
 from a2c_ppo_acktr.run.checkpoint import CheckpointError, load_checkpoint
+from a2c_ppo_acktr.run.checks import BENCHMARK_NUMBERS, check_numbers, check_paths, count
 from a2c_ppo_acktr.run.config import given_flags
 from a2c_ppo_acktr.run.history import evaluate_checkpoint
 from a2c_ppo_acktr.run.interrupt import Children
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", nargs="+", default=None,
                    help="env ids of the suite (default: all of the suite's envs)")
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="(default: 1 2 3)")
-    p.add_argument("--num-env-steps", type=int, default=None,
+    p.add_argument("--num-env-steps", type=count, default=None,
                    help="steps per run (default: the suite's budget: "
                    + ", ".join(f"{s} {b:g}" for s, b in recipes.BUDGETS.items()) + ")")
     p.add_argument("--recipe", nargs="+", choices=recipes.RECIPES, default=["tuned"],
@@ -172,15 +173,18 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
     """A run's result from its files; ``wall`` None: the training time its log recorded."""
     result = {"env": env, "recipe": name, "seed": seed, "steps": steps, "rc": rc,
               "wall": wall, "dir": run_dir, "score": None, "fps": None, "curve": None,
-              "eval": None, "rows": []}
+              "eval": None, "rows": [], "no_score": None}
     monitor_dirs = sorted({os.path.dirname(f) for f in glob.glob(
         os.path.join(run_dir, "logs", "**", "*.monitor.csv"), recursive=True)
         if os.path.basename(os.path.dirname(f)) != "eval"})
     if rc == 0 and len(monitor_dirs) == 1:
         try:
             result["curve"] = load_run(monitor_dirs[0])
-        except LogError:
-            pass
+        except LogError as e:  # e.g. no episode ended within a short budget
+            result["no_score"] = str(e)
+    elif rc == 0:
+        result["no_score"] = (f"{len(monitor_dirs)} directories of monitor files under "
+                              f"{os.path.join(run_dir, 'logs')}, expected 1")
     if result["curve"] is not None:
         result["score"] = float(np.mean(result["curve"][1][-LAST_EPISODES:]))
         checkpoints = glob.glob(os.path.join(run_dir, "models", "*", "*.pt"))
@@ -207,6 +211,10 @@ def run_line(r: dict, thresholds: Sequence[float] = ()) -> str:
         return head + "not started (stopped before its turn)"
     if r["rc"] in (130, 143) and (saved := saved_steps(r["dir"])) is not None:
         return head + f"stopped at {saved[1]:,} steps (checkpoint saved); --reuse continues it"
+    if r["score"] is None and r["rc"] == 0:  # it ran as asked: not a failure
+        return head + f"finished without a score: {r['no_score']}" + (
+            " (a larger --num-env-steps ends some)" if "no finished episodes" in r["no_score"]
+            else "")
     if r["score"] is None:
         return head + f"FAILED (exit status {r['rc']}), see {os.path.join(r['dir'], 'stdout.log')}"
     final = "" if r["eval"] is None else (
@@ -284,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"not in the {args.suite} suite: {', '.join(unknown)} (choose from "
                 f"{', '.join(recipes.SUITES[args.suite])})")
-    if args.jobs < 1:
-        p.error("--jobs must be at least 1")
+    try:
+        check_numbers(args, BENCHMARK_NUMBERS)
+        check_paths(args, ["out"])
+    except ConfigError as e:
+        p.error(str(e))
     steps = args.num_env_steps or recipes.BUDGETS[args.suite]
     check_extra(p, extra, envs, args.recipe, args.vec_env, steps)
     out = os.path.abspath(args.out)
@@ -310,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         print(path)
     if CHILDREN.signum is not None:
         return 128 + CHILDREN.signum
-    return 0 if all(r["score"] is not None for r in results) else 1
+    return 0 if all(r["rc"] == 0 for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -129,6 +129,48 @@ def test_sigterm_to_the_benchmark_alone_stops_and_saves_its_runs(tmp_path):
     assert not (run / "seed2" / "logs").exists()
 
 
+def test_a_run_that_ends_no_episode_is_said_and_no_failure(tmp_path, monkeypatch, capsys):
+    """Issue #52: a run too short for any episode to end was "FAILED (exit status 0)", exit 1."""
+    import benchmark
+
+    def no_episode_ended(env, name, seed, steps, out, *args):
+        run_dir = tmp_path / "runs" / env / name / f"seed{seed}"
+        logs = run_dir / "logs" / "ppo" / f"{env}_seed{seed}"
+        logs.mkdir(parents=True)
+        (logs / "0.monitor.csv").write_text(
+            json.dumps({"t_start": 1.0, "env_id": env}).join("#\n") + "r,l,t\n")
+        return benchmark.read_result(env, name, seed, steps, str(run_dir), 0, 1.0)
+
+    monkeypatch.setattr(benchmark, "run_one", no_episode_ended)
+    assert benchmark.main(["--suite", "classic", "--env", "Acrobot-v1", "--seeds", "1",
+                           "--num-env-steps", "5000", "--jobs", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert ("Acrobot-v1 tuned 5000 steps seed 1: finished without a score: no finished episodes "
+            "in monitor files of ") in out and "(a larger --num-env-steps ends some)\n" in out
+    assert "FAILED" not in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--seeds", "1", "-1"], "--seeds must be an integer from 0 to 2**32 - 1, got -1"),
+    (["--num-env-steps", "0"], "--num-env-steps must be a positive integer below 2**63, got 0"),
+    (["--num-env-steps", "1e30"], "--num-env-steps must be a positive integer below 2**63"),
+    (["--jobs", "0"], "--jobs must be a positive integer below 2**63, got 0"),
+    (["--thresholds", "nan"], "--thresholds must be finite, got nan"),
+    (["--out", ""], "--out is empty: give a path"),
+])
+def test_benchmark_refuses_bad_numbers_and_empty_paths(tmp_path, monkeypatch, capsys, argv,
+                                                       needle):
+    """Issue #52: --num-env-steps 0 ran the suite's budget, --seeds -1 failed in every run."""
+    import benchmark
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        benchmark.main(["--suite", "classic", "--env", "CartPole-v1", *argv])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and needle in err, err
+    assert os.listdir(tmp_path) == []
+
+
 def test_benchmark_refuses_env_outside_suite(tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "mujoco",

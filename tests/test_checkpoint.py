@@ -2,9 +2,12 @@
 one-line errors."""
 import argparse
 import errno
+import io
 import os
+import pickle
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -59,6 +62,46 @@ def test_failed_write_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, mo
         checkpoint.save_checkpoint({}, os.path.join(path, "under_a_file.pt"))
 
 
+class FillingDisk(io.FileIO):
+    """A file whose disk fills at its second write: torch's writer then goes on writing, fails
+    on its own state and raises a RuntimeError while handling the OSError (issue #52)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.writes = 0
+
+    def write(self, data):
+        self.writes += 1
+        if self.writes == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(data)
+
+
+def test_full_disk_under_torchs_writer_is_one_line_naming_the_path(tmp_path, monkeypatch):
+    path = str(tmp_path / "run.pt")
+    checkpoint.save_checkpoint({"step": torch.tensor(1)}, path)
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: FillingDisk(fd, "wb"))
+    with pytest.raises(checkpoint.CheckpointError) as e:
+        checkpoint.save_checkpoint({"step": torch.zeros(1000)}, path)
+    monkeypatch.undo()
+    assert str(e.value) == f"cannot write {path}: No space left on device"
+    assert checkpoint.load_checkpoint(path)["step"].item() == 1
+    assert os.listdir(tmp_path) == ["run.pt"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_saved_files_get_the_mode_of_the_umask(tmp_path, umask):
+    """As open() creates files (issue #52: checkpoints and exports were 0600 whatever the umask)."""
+    old = os.umask(umask)
+    try:
+        checkpoint.save_checkpoint({"step": torch.tensor(1)}, str(tmp_path / "run.pt"))
+        (tmp_path / "log.txt").write_text("")
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "run.pt").st_mode & 0o777 == 0o666 & ~umask
+    assert os.stat(tmp_path / "run.pt").st_mode == os.stat(tmp_path / "log.txt").st_mode
+
+
 def test_kill_9_mid_save_leaves_a_temporary_that_start_up_removes(tmp_path):
     """SIGKILL between write and rename: the previous checkpoint stays, and the temporary is named
     after its checkpoint so that this run's start-up removes it and no other run's."""
@@ -88,6 +131,17 @@ def test_checkpoints_never_unpickle_code(tmp_path):
     torch.save({"obj": object()}, path)  # an arbitrary object: refused by weights_only
     with pytest.raises(checkpoint.CheckpointError, match="cannot read checkpoint"):
         checkpoint.load_checkpoint(path)
+
+
+def test_a_raw_pickle_is_refused_in_one_line_without_torchs_warning(tmp_path):
+    path = str(tmp_path / "raw.pt")
+    with open(path, "wb") as f:
+        pickle.dump({"actor_critic": {}}, f)  # protocol 4+: torch warns before it refuses
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        with pytest.raises(checkpoint.CheckpointError, match="not a torch file"):
+            checkpoint.load_checkpoint(path)
+    assert [str(w.message) for w in shown] == []
 
 
 def test_check_checkpoint_names_the_mismatch():

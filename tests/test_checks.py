@@ -1,9 +1,12 @@
 """run/checks.py: refusals are ConfigErrors of one line naming the flag (the CLI's exit: test_cli)."""
+import argparse
+
+import numpy as np
 import pytest
 
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.run.arguments import build_parser
-from a2c_ppo_acktr.run.checks import check_args, parse_env_kwargs
+from a2c_ppo_acktr.run.checks import NUMBERS, SEED, check_args, count, parse_env_kwargs
 
 
 def parsed(*argv: str):
@@ -29,6 +32,30 @@ def parsed(*argv: str):
     (["--algo", "acktr", "--kfac-damping", "-1"], ["--kfac-damping", "positive", "got -1"]),
     (["--algo", "ppo", "--kfac-lr", "0.1"], ["--kfac-lr", "K-FAC", "--algo ppo"]),
     (["--algo", "a2c", "--kfac-split-bias"], ["--kfac-split-bias", "K-FAC", "--algo a2c"]),
+    # issue #52: values that passed and failed later, or left a run that could not restart
+    (["--lr", "inf"], ["--lr", "finite", "got inf"]),
+    (["--lr", "1e999"], ["--lr", "finite", "got inf"]),
+    (["--eps", "nan"], ["--eps", "got nan"]),
+    (["--entropy-coef", "nan"], ["--entropy-coef", "finite", "got nan"]),
+    (["--entropy-coef", "-0.01"], ["--entropy-coef", "0 or positive", "got -0.01"]),
+    (["--value-loss-coef", "inf"], ["--value-loss-coef", "got inf"]),
+    (["--max-grad-norm", "nan"], ["--max-grad-norm", "inf: no clipping", "got nan"]),
+    (["--clip-param", "inf"], ["--clip-param", "got inf"]),
+    (["--alpha", "nan"], ["--alpha", "[0, 1]", "got nan"]),
+    (["--log-std-init", "100"], ["--log-std-init", "[-20, 20]", "got 100"]),
+    (["--log-std-init", "nan"], ["--log-std-init", "got nan"]),
+    (["--action-mean-gain", "inf"], ["--action-mean-gain", "got inf"]),
+    (["--algo", "ppo", "--desired-kl", "inf"], ["--desired-kl", "got inf"]),
+    (["--algo", "acktr", "--kfac-lr", "nan"], ["--kfac-lr", "got nan"]),
+    (["--seed", "-1"], ["--seed", "0 to 2**32 - 1", "got -1"]),
+    (["--seed", "4294967296"], ["--seed", "0 to 2**32 - 1", "got 4294967296"]),
+    (["--num-env-steps", "1e30"], ["--num-env-steps", "below 2**63", "got 1e+30"]),
+    (["--hidden-size", "1e19"], ["--hidden-size", "below 2**63", "got 1e+19"]),
+    (["--num-workers", "-1"], ["--num-workers", "0 or a positive integer", "got -1"]),
+    (["--log-dir", ""], ["--log-dir is empty"]),
+    (["--gail-experts-dir", ""], ["--gail-experts-dir is empty"]),
+    (["--num-workers", "1", "--ray-address", ""], ["--ray-address is empty"]),
+    (["--resume", ""], ["--resume is empty", "bare --resume"]),
 ])
 def test_bad_values_raise_one_line_naming_the_flag(argv, words):
     with pytest.raises(ConfigError) as e:
@@ -48,3 +75,31 @@ def test_env_kwargs_pairs():
     for bad in (["a"], ["1a=2"], ["a=1", "a=2"]):
         with pytest.raises(ConfigError):
             parse_env_kwargs(bad)
+
+
+def test_every_numeric_flag_has_a_range():
+    numeric = {a.dest for a in build_parser()._actions if a.type in (int, float, count)}
+    assert numeric == set(NUMBERS)
+
+
+def test_range_ends():
+    """The bounds hold their ends; inf only for --max-grad-norm (no clipping)."""
+    inf = float("inf")
+    assert NUMBERS["max_grad_norm"].accepts(inf) and not NUMBERS["lr"].accepts(inf)
+    assert all(NUMBERS["log_std_init"].accepts(x) for x in (-20.0, 0.0, 20.0))
+    assert all(NUMBERS["gamma"].accepts(x) for x in (0.0, 1.0))
+    assert NUMBERS["entropy_coef"].accepts(0.0) and NUMBERS["gail_warmup_updates"].accepts(0)
+    assert NUMBERS["num_env_steps"].accepts(2**63 - 1)
+    assert not NUMBERS["num_env_steps"].accepts(2**63)
+
+
+def test_seeds_in_range_are_taken_by_numpy():
+    np.random.seed(int(SEED.high))  # what main.py does with --seed
+    np.random.seed(int(SEED.low))
+
+
+@pytest.mark.parametrize("text", ["inf", "nan", "-inf", "1.5", "x"])
+def test_counts_are_whole_finite_numbers(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        count(text)
+    assert count("10e6") == 10_000_000

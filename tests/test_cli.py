@@ -131,6 +131,23 @@ def test_module_env_id_with_dict_observations_and_no_render_mode(tmp_path):
     assert proc.stdout.count("length 5") == 2
 
 
+@pytest.mark.parametrize("vec_env", ["dummy", "shmem"])
+def test_module_env_id_from_the_working_directory(tmp_path, vec_env):
+    """Issue #52: ``mymod:Env-v0`` with mymod.py in the working directory, main.py run by path
+    (so its own directory, not the working one, is on sys.path); the env workers import it too."""
+    (tmp_path / "mymod52.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('MyCartPole-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv',"
+        " max_episode_steps=20)\n")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "main.py"), *TINY, "--env-name",
+         "mymod52:MyCartPole-v0", "--num-env-steps", "32", "--vec-env", vec_env,
+         "--log-dir", "logs", "--save-dir", "models"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "models" / "a2c" / "MyCartPole-v0_seed1.pt").exists()
+
+
 def test_env_without_render_mode_cannot_be_recorded_in_one_line(tmp_path, capsys):
     import enjoy
 
@@ -190,6 +207,13 @@ def test_unusable_directories_are_refused_first(tmp_path, capsys, monkeypatch, c
     assert sorted(os.listdir(tmp_path)) == ["afile"]
 
 
+def stopped_by_a_full_disk(tmp_path, capsys):
+    """Run TINY, saving at each update, to its failure; -> (stderr, the checkpoint's path)."""
+    assert main.main(TINY + ["--num-env-steps", "160", "--save-interval", "1"]
+                     + dirs(tmp_path)) == 1
+    return capsys.readouterr().err, tmp_path / "models/a2c/CartPole-v1_seed1.pt"
+
+
 def test_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(tmp_path, capsys,
                                                                      monkeypatch):
     save, saves = torch.save, []
@@ -202,15 +226,41 @@ def test_failed_save_stops_the_run_and_keeps_the_previous_checkpoint(tmp_path, c
         return save(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", disk_full_at_the_third)
-    assert main.main(TINY + ["--num-env-steps", "160", "--save-interval", "1"]
-                     + dirs(tmp_path)) == 1
-    path = tmp_path / "models/a2c/CartPole-v1_seed1.pt"
-    one_error_line(capsys.readouterr().err,
+    err, path = stopped_by_a_full_disk(tmp_path, capsys)
+    one_error_line(err,
                    f"error: cannot write {path}: No space left on device; stopped at 48 steps, "
-                   "keeping the previous checkpoint (32 steps)")
+                   f"keeping the last saved checkpoint {path} (32 steps): --resume continues it")
     monkeypatch.undo()
     assert load_checkpoint(str(path))["env_steps"] == 32
     assert os.listdir(path.parent) == [path.name]  # no temporary left
+
+
+def test_failed_first_save_undoes_the_run(tmp_path, capsys, monkeypatch):
+    """Nothing to --resume: the run's files go, so the same command starts it again."""
+    def disk_full(obj, f, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    err, path = stopped_by_a_full_disk(tmp_path, capsys)
+    one_error_line(err, f"error: cannot write {path}: No space left on device; stopped at 16 "
+                   "steps, nothing saved yet, so the run's files are removed: it can start again")
+    assert os.listdir(tmp_path) == []
+
+
+def test_full_disk_while_logging_stops_in_one_line(tmp_path, capsys, monkeypatch):
+    """A log that cannot be written stops the run as a failed save does (issue #52)."""
+    from a2c_ppo_acktr.run.logger import ScalarLogger
+
+    def disk_full(self, row, step):
+        if row["update"] == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(ScalarLogger, "_log", disk_full)
+    err, path = stopped_by_a_full_disk(tmp_path, capsys)
+    one_error_line(err,
+                   f"error: cannot write {tmp_path}/logs/a2c/CartPole-v1_seed1/progress.csv: No "
+                   f"space left on device; stopped, keeping the last saved checkpoint {path} (48 "
+                   "steps): --resume continues it")
 
 
 # 4. Ctrl-C / SIGTERM: the update finishes, the checkpoint is saved, one line, 130 / 143.
@@ -298,6 +348,26 @@ def test_signal_while_importing_exits_in_one_line_leaving_nothing(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     one_error_line(err, ": SIGINT while starting: stopped before training, nothing saved")
+    assert os.listdir(tmp_path) == []
+
+
+def test_signal_while_the_package_imports_gymnasium_exits_in_one_line(tmp_path):
+    """Issue #52: main.py's signal set-up imports the package, which imports gymnasium; a SIGINT
+    then was a KeyboardInterrupt traceback. Here it comes at that import's first line."""
+    script = ("import builtins, os, runpy, signal, sys\n"
+              "real = builtins.__import__\n"
+              "def sigint_at_gymnasium(name, *args, **kwargs):\n"
+              "    if name == 'gymnasium' and 'gymnasium' not in sys.modules:\n"
+              "        builtins.__import__ = real\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "    return real(name, *args, **kwargs)\n"
+              "builtins.__import__ = sigint_at_gymnasium\n"
+              "sys.argv = ['main.py'] + sys.argv[1:]\n"
+              "runpy.run_path('main.py', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", script, *TINY, *dirs(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    one_error_line(proc.stderr, "main.py: SIGINT while starting: stopped before training")
     assert os.listdir(tmp_path) == []
 
 

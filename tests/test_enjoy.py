@@ -84,6 +84,23 @@ def gif_frames(path):
     return imageio.mimread(path), total_ms
 
 
+@pytest.mark.parametrize("argv, needle", [
+    (["--seed", "-2000"], "--seed must be an integer from 0 to 2**32 - 1, got -2000"),
+    (["--seed", "4294967296"], "--seed must be an integer from 0 to 2**32 - 1, got 4294967296"),
+    (["--train-seed", "-5"], "--train-seed must be an integer from 0 to 2**32 - 1, got -5"),
+    (["--episodes", "0"], "--episodes must be a positive integer below 2**63, got 0"),
+    (["--max-steps", "-1"], "--max-steps must be a positive integer below 2**63, got -1"),
+    (["--record", ""], "--record expects a .gif or .mp4 path, got ''"),
+    (["--load-dir", ""], "--load-dir is empty: give a path"),
+])
+def test_bad_numbers_and_empty_paths_exit_2_in_one_line(capsys, argv, needle):
+    """Issue #52: --seed -2000 was gymnasium's traceback, --record '' recorded nothing."""
+    with pytest.raises(SystemExit) as e:
+        enjoy.get_args(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err == f"enjoy.py: error: {needle}\n", err
+
+
 def test_plays_episodes_and_summary(capsys, cartpole):
     episodes, out = play(capsys, "--env-name", "CartPole-v1", "--load-dir", cartpole,
                          "--episodes", "3")

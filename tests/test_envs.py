@@ -345,16 +345,23 @@ def test_merged_normalizer_deltas_equal_one_normalizer_fed_all_data():
     assert torch.equal(merge_normalizer(shared, [{}])["ob_rms"]["mean"], shared["ob_rms"]["mean"])
 
 
-@pytest.mark.parametrize("kind", ["dummy", "shmem"])
-def test_mujoco_warnings_once_and_no_log_file(tmp_path, kind):
+@pytest.mark.parametrize("kind, kwargs, again", [
+    ("dummy", "None", False), ("shmem", "None", False),
+    # issue #52: the shmem worker of env 0 said them, then the evaluation envs or the env kwargs'
+    # check in this process said them again
+    ("dummy", "None", True), ("shmem", "None", True), ("shmem", "{'ctrl_cost_weight': 0.2}", False)])
+def test_mujoco_warnings_once_and_no_log_file(tmp_path, kind, kwargs, again):
     """MuJoCo warns at every model load (gymnasium's HalfCheetah XML uses a deprecated attribute)
-    and writes MUJOCO_LOG.TXT into the working directory; here: one line, no file."""
+    and writes MUJOCO_LOG.TXT into the working directory; here: one line a run, no file."""
     import subprocess
     import sys
 
     code = ("from a2c_ppo_acktr.envs import make_vec_envs\n"
-            f"e = make_vec_envs('HalfCheetah-v5', 0, 4, 0.99, None, 'cpu', False, vec_env='{kind}')\n"
-            "e.reset(); e.close()\n")
+            "def make():\n"
+            "    return make_vec_envs('HalfCheetah-v5', 0, 4, 0.99, None, 'cpu', False, "
+            f"vec_env='{kind}', env_kwargs={kwargs})\n"
+            "e = make(); e.reset(); e.close()\n"
+            + ("e = make(); e.reset(); e.close()\n" if again else ""))
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr

@@ -223,6 +223,19 @@ def test_ale_evaluation_plays_whole_games():
     assert games >= 2
 
 
+def test_ale_takes_every_seed_main_py_takes():
+    """ALE's seeds are int32; --seed goes to 2**32 - 1 and env i adds i (issue #52: the seeds
+    past 2**31 - 1 were a TypeError at the first reset). Below, the seeds are ALE's own."""
+    firsts = []
+    for seed in (2**32 - 1, 2**31 - 1, 0, 2**31):
+        envs = AleVecEnv(BREAKOUT, 2, seed=seed)
+        try:
+            firsts.append(envs.reset())
+        finally:
+            envs.close()
+    assert np.array_equal(firsts[2], firsts[3])  # 2**31 wraps to 0
+
+
 def test_ale_evaluation_serves_after_a_lost_life():
     """Whole games FIRE after each lost life (the classic stack's FireResetEnv does at its
     EpisodicLifeEnv's resets): a policy that never fires loses its five balls and the game ends,

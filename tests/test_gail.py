@@ -219,6 +219,17 @@ def test_generate_round_trip(tmp_path, env_name, capsys):
     assert sorted(map(tuple, ds.states.tolist())) == sorted(map(tuple, flat.tolist()))
 
 
+@pytest.mark.parametrize("argv, needle", [
+    (["--episodes", "0"], "--episodes must be a positive integer below 2**63, got 0"),
+    (["--seed", "-1"], "--seed must be an integer from 0 to 2**32 - 1, got -1"),
+    (["--out-dir", ""], "--out-dir is empty: give a path"),
+])
+def test_generate_refuses_bad_numbers_and_empty_paths(capsys, argv, needle):
+    with pytest.raises(SystemExit) as e:
+        generate.get_args(argv)
+    assert e.value.code == 2 and capsys.readouterr().err == f"generate.py: error: {needle}\n"
+
+
 def test_generate_builds_the_env_of_the_run(tmp_path, capsys):
     """The checkpoint's env kwargs reach the env generate.py records in (as they reach enjoy.py)."""
     save_dir = _short_run(tmp_path, "Pendulum-v1", ["--env-kwargs", "max_episode_steps=7"])
@@ -378,7 +389,7 @@ def test_gail_errors(tmp_path, capsys):
            "GAIL here takes vector observations", "(4, 84, 84)")
     _fails(capsys, base + ["--gail-reward", "wgan"],
            "unknown --gail-reward 'wgan'; choose one of: airl, gail")
-    _fails(capsys, base + ["--gail-epoch", "0"], "--gail-epoch must be a positive integer, got 0")
+    _fails(capsys, base + ["--gail-epoch", "0"], "--gail-epoch must be a positive integer below 2**63, got 0")
 
 
 def test_resume_with_gail_needs_a_gail_checkpoint(tmp_path, capsys):

@@ -105,11 +105,23 @@ def test_bad_arguments_exit_with_one_line(tmp_path, capsys):
                         (["--algo", "ppo", "--recurrent-policy", "--num-processes", "3",
                           "--num-mini-batch", "4"], "envs (3) must be at least --num-mini-batch"),
                         (["--vec-env", "threads"], "--vec-env 'threads'"),
-                        (["--action-mean-gain", "0"], "--action-mean-gain must be positive, got 0"),
+                        (["--action-mean-gain", "0"],
+                         "--action-mean-gain must be positive and finite, got 0"),
+                        # issue #52: a traceback, or a run that failed at its first update
+                        (["--entropy-coef", "nan"], "--entropy-coef must be 0 or positive, and "
+                         "finite, got nan"),
+                        (["--lr", "inf"], "--lr must be positive and finite, got inf"),
+                        (["--seed", "4294967296"], "--seed must be an integer from 0 to 2**32"),
+                        (["--num-env-steps", "1e30"], "--num-env-steps must be a positive "
+                         "integer below 2**63, got 1e+30"),
+                        (["--num-env-steps", "inf"], "expected a whole number, got 'inf'"),
+                        (["--use-linear-lr-decay", "--num-steps", "0"],
+                         "--num-steps must be a positive integer"),
+                        (["--log-dir", ""], "--log-dir is empty: give a path"),
                         (["--action-mean-gain", "0.01", "--init", "default"],
                          "--action-mean-gain 0.01 sets a gain of the orthogonal init")]:
         with pytest.raises(SystemExit) as exc:
-            main.main(bad + ["--log-dir", str(tmp_path / "l"), "--save-dir", str(tmp_path / "s")])
+            main.main(["--log-dir", str(tmp_path / "l"), "--save-dir", str(tmp_path / "s")] + bad)
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and needle in err, err
@@ -245,7 +257,7 @@ def test_resume_refuses_bad_checkpoints(tmp_path, capsys):
     ckpt = load_checkpoint(cartpole)
     ckpt["action_space"] = "Discrete(3)"
     torch.save(ckpt, cartpole)
-    expect_exit_2(capsys, argv + ["--resume"], "action_space")
+    expect_exit_2(capsys, argv + ["--resume", "--num-env-steps", "64"], "action_space")
     with open(cartpole, "wb") as f:
         f.write(b"not a checkpoint")
     expect_exit_2(capsys, argv + ["--resume"], "cannot read checkpoint")
@@ -274,6 +286,49 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeyp
     assert ckpt["env_steps"] == 32  # saved after the 2 good updates, not after the bad one
     assert all(torch.isfinite(v).all() for v in ckpt["actor_critic"].values())
     assert not sampler_threads()
+
+
+@pytest.mark.parametrize("flags", [["--hidden-size", "1e7"],
+                                   ["--num-steps", "1e13", "--num-env-steps", "1e14"]],
+                         ids=["network", "storage"])
+def test_sizes_beyond_memory_are_one_line(tmp_path, capsys, flags):
+    """Issue #52: sizes in range that no machine holds (above 2**47 bytes, so that even an
+    overcommitting kernel refuses them) were torch's allocator's traceback."""
+    expect_exit_2(capsys, A2C_TINY + flags + dirs(tmp_path), "is larger than this machine's memory")
+    assert os.listdir(tmp_path) == []
+
+
+def test_resuming_a_finished_run_says_nothing_is_left_and_builds_nothing(tmp_path, capsys,
+                                                                         monkeypatch):
+    argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
+    assert main.main(argv) == 0
+    capsys.readouterr()
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the run was built")
+
+    monkeypatch.setattr(main, "build_run", no_build)
+    assert main.main(argv + ["--resume"]) == 0
+    assert capsys.readouterr().out == (
+        f"nothing to train: {a2c_paths(tmp_path).checkpoint} already holds 32 steps, "
+        "--num-env-steps 32; a larger --num-env-steps continues the run\n")
+
+
+def test_failure_before_the_first_save_leaves_a_run_that_starts_again(tmp_path, capsys,
+                                                                      monkeypatch):
+    """Issue #52: a non-finite loss at update 0 (--entropy-coef nan did it) left config.json and
+    monitor files but no checkpoint: neither a new run nor --resume could start."""
+    from a2c_ppo_acktr.algo import A2C_ACKTR
+
+    monkeypatch.setattr(A2C_ACKTR, "update", lambda self, rollouts: (float("nan"), 0.0, 0.0))
+    argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
+    assert main.main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.endswith(
+        "stopped, nothing saved yet, so the run's files are removed: it can start again"), err
+    assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
+    assert main.main(argv) == 0
 
 
 def sampler_threads():

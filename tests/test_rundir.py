@@ -3,10 +3,14 @@ import csv
 import json
 import os
 
+import pytest
 from stable_baselines3.common.monitor import Monitor
 
 from a2c_ppo_acktr.envs.episodes import read_monitor_file
-from a2c_ppo_acktr.run.rundir import drop_rows_after
+from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.checkpoint import run_paths
+from a2c_ppo_acktr.run.rundir import check_run, drop_rows_after
 
 
 def write_monitor(path, t_start, rows, tail=""):
@@ -75,3 +79,21 @@ def test_checkpoint_without_a_save_time_keeps_the_episodes(tmp_path):
     write_progress(tmp_path / "progress.csv", [16, 32])
     assert drop_rows_after(str(tmp_path), {"env_steps": 16}) == 1
     assert len(read_monitor_file(str(tmp_path / "0.monitor.csv"))[1]) == 2
+
+
+def test_a_run_with_logs_but_no_checkpoint_is_refused_naming_the_one_way_on(tmp_path):
+    """Issue #52: the refusal offered --resume, which then found no checkpoint."""
+    args = get_args(["--env-name", "CartPole-v1", "--log-dir", str(tmp_path), "--save-dir", ""])
+    paths = run_paths(args)
+    os.makedirs(paths.log_dir)
+    write_monitor(os.path.join(paths.log_dir, "0.monitor.csv"), 1000.0, [(10.0, 10, 2.5)])
+    with pytest.raises(ConfigError, match="saved no checkpoint to --resume: pass --overwrite to "
+                                          "replace it") as e:
+        check_run(args, paths)
+    assert "pass --resume" not in str(e.value)
+    args.overwrite = True
+    check_run(args, paths)
+    args.overwrite, args.resume, args.save_dir = False, True, str(tmp_path / "models")
+    with pytest.raises(ConfigError, match="holds the logs of a run that saved none: --overwrite "
+                                          "instead of --resume starts it again"):
+        check_run(args, run_paths(args))

@@ -23,6 +23,7 @@ SUPPORTED_KWARGS = ("repeat_action_probability", "full_action_space", "max_num_f
 # Keys of the ids' own specs that the preprocessing above replaces.
 _SPEC_ONLY = ("game", "frameskip", "obs_type")
 _UNLIMITED_FRAMES = 2 ** 30  # ALE takes an int; None (no limit) in gym.make
+_SEEDS = 2 ** 31  # ALE's seeds are int32: larger ones wrap
 
 
 def ale_vector_available() -> bool:
@@ -76,7 +77,8 @@ class _Group:
         self.fire_next = np.zeros(n, bool)
 
     def reset(self, seed: int | None) -> np.ndarray:
-        obs, info = self.ale.reset(seed=seed)
+        seeds = None if seed is None else (seed + np.arange(self.n)) % _SEEDS
+        obs, info = self.ale.reset(seed=seeds)
         self.lives, self.frame = info["lives"], info["episode_frame_number"]
         self.valid[:] = self.stack
         return obs

@@ -43,11 +43,22 @@ def register_ale() -> None:
 
 
 _mujoco_seen: set[str] | None = None
+# (what, env id) this process has had said: MuJoCo's warnings, flattened observations
+_claimed: set[tuple[str, str]] = set()
+
+
+def _claim(what: str, env_id: str) -> bool:
+    """True the first time this process asks for ``(what, env_id)``: the env it is about to build,
+    wherever that is (a worker process), says ``what``; envs built later (evaluation, a check)
+    stay quiet, in this process and in any other."""
+    first = (what, env_id) not in _claimed
+    _claimed.add((what, env_id))
+    return first
 
 
 def _mujoco_warnings_once(show: bool = True) -> None:
     """Route MuJoCo's warnings to one stderr line per distinct message, from the process that
-    builds env rank 0 (``show``; worker processes of other ranks stay quiet). MuJoCo's own handler
+    builds the env that claimed them (``show``, ``_claim``; other processes stay quiet). MuJoCo's own handler
     prints each warning at every model load (64 times for 64 envs) and appends it to
     ``MUJOCO_LOG.TXT`` in the working directory. The first call in a process decides."""
     global _mujoco_seen
@@ -69,6 +80,25 @@ def _is_mujoco(spec: EnvSpec) -> bool:
     return isinstance(spec.entry_point, str) and spec.entry_point.startswith("gymnasium.envs.mujoco")
 
 
+def _import_from_here(module: str) -> None:
+    """Import ``module``, also from the working directory, as ``python -m`` and ``python -c``
+    find it: a script run by path has its own directory on sys.path instead. The working
+    directory goes last on sys.path, shadowing nothing; env workers started later inherit it."""
+    try:
+        importlib.import_module(module)
+        return
+    except ModuleNotFoundError as e:
+        here = os.getcwd()
+        if e.name != module.partition(".")[0] or here in [os.path.abspath(p) for p in sys.path]:
+            raise
+    sys.path.append(here)
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        sys.path.remove(here)
+        raise
+
+
 def env_spec(env_id: str) -> EnvSpec:
     """``gym.spec(env_id)``, registering the Atari ids on a miss; a one-line ValueError if unknown.
 
@@ -77,7 +107,7 @@ def env_spec(env_id: str) -> EnvSpec:
     module, _, env_id = env_id.rpartition(":")
     if module:
         try:
-            importlib.import_module(module)
+            _import_from_here(module)
         except ImportError as e:
             raise ConfigError(f"cannot import {module!r}, named in the env id {module}:{env_id} to "
                              f"register it: {e}") from None
@@ -99,7 +129,6 @@ def check_env_id(env_id: str) -> None:
 
 # Leaves gymnasium's FlattenObservation turns into one vector (Discrete: one-hot).
 _FLAT_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-_announced: set[str] = set()  # env ids whose flattening this process has reported
 
 
 def _flattenable(space: gym.Space) -> bool:
@@ -121,8 +150,7 @@ def _vector_observations(env: gym.Env, env_id: str, announce: bool) -> gym.Env:
         raise ConfigError(f"{env_id} has observations {space}, which are not supported: expected "
                          "Box, Discrete, MultiDiscrete, MultiBinary, or Dict / Tuple of them")
     env = FlattenObservation(env)
-    if announce and env_id not in _announced:
-        _announced.add(env_id)
+    if announce:
         print(f"{env_id}: observations {space} flattened into vectors of "
               f"{space_shape(env.observation_space)[0]} (Discrete ones one-hot)", flush=True)
     return env
@@ -210,6 +238,8 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
     ``video_prefix``: env rank 0 renders ``rgb_array`` frames and records videos (``record_video``).
     """
     spec = env_spec(env_id)
+    show_mujoco = rank == 0 and _is_mujoco(spec) and _claim("mujoco", env_id)
+    announce = rank == 0 and _claim("observations", env_id)
     atari, mujoco = is_atari(spec), _is_mujoco(spec)
     video = video_prefix if rank == 0 else None
     render_mode = "rgb_array" if video else render_mode
@@ -219,7 +249,7 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
         if video:
             render_offscreen()
         if mujoco:
-            _mujoco_warnings_once(show=rank == 0)
+            _mujoco_warnings_once(show=show_mujoco)
         if atari:
             register_ale()  # a fresh worker process has not registered them yet
             if spec.kwargs.get("frameskip", 1) != 1:
@@ -238,7 +268,7 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
                                  "render_mode") from None
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        env = _vector_observations(env, env_id, announce=rank == 0)
+        env = _vector_observations(env, env_id, announce)
         if atari:
             env = NoopResetEnv(env, noop_max=30)
             env = MaxAndSkipEnv(env, skip=4)
@@ -274,7 +304,7 @@ def check_env_kwargs(env_id: str, env_kwargs: dict) -> None:
     traceback from a worker process."""
     spec = env_spec(env_id)
     if _is_mujoco(spec):
-        _mujoco_warnings_once()
+        _mujoco_warnings_once(show=_claim("mujoco", env_id))
     if is_atari(spec) and env_kwargs.get("obs_type", "rgb") not in ("rgb", "grayscale"):
         raise ConfigError(f"the Atari preprocessing takes obs_type rgb or grayscale, not "
                           f"{env_kwargs['obs_type']!r}")

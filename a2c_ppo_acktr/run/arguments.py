@@ -16,20 +16,10 @@ from a2c_ppo_acktr.errors import Error, program
 from a2c_ppo_acktr.model import ACTIVATIONS, INITS, PRECISIONS
 from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.checks import check_args, parse_env_kwargs
+from a2c_ppo_acktr.run.checks import count as _count
 from a2c_ppo_acktr.run.config import resolve
 from a2c_ppo_acktr.run.tracking import check_outputs
 from a2c_ppo_acktr.speed import bf16_missing
-
-
-def _count(text):
-    """Integers that may be written as floats, like the original's ``--num-env-steps 10e6``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if value != int(value):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    return int(value)
 
 
 class Parser(argparse.ArgumentParser):

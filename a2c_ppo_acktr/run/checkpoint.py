@@ -17,6 +17,7 @@ import argparse
 import glob
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional
 
@@ -74,7 +75,9 @@ def load_checkpoint(path: str, map_location: str = "cpu") -> dict:
     if not os.path.isfile(path):
         raise CheckpointError(f"no checkpoint at {path}")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # e.g. on a raw pickle, before the error below says it
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch explains in paragraphs: name the kind of failure only
         what = ("it pickles Python objects, which are never loaded" if "GLOBAL" in str(e)
                 else "corrupt or not a torch file")

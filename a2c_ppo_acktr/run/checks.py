@@ -1,10 +1,13 @@
-"""What ``main.py`` refuses before anything is built: flag values out of range, flags that exclude
-each other, and ``--env-kwargs`` pairs. Each refusal is a ``ConfigError`` of one line naming the
-bad value and what would be accepted; ``arguments.get_args`` prints it and exits."""
+"""What the entry points refuse before anything is built: flag values out of range (``NUMBERS``,
+``check_numbers``; enjoy.py's and scripts/benchmark.py's flags too), empty paths, flags that
+exclude each other, and ``--env-kwargs`` pairs. Each refusal is a ``ConfigError`` of one line
+naming the bad value and what would be accepted; ``arguments.get_args`` prints it and exits."""
 import argparse
 import ast
-from collections.abc import Sequence
-from typing import Any, Optional
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Optional
 
 from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
@@ -14,6 +17,89 @@ from a2c_ppo_acktr.run.recipes import option
 
 # ACKTR's optimizer flags: --kfac-X sets KFACOptimizer's X (run/build.py's kfac_settings).
 KFAC_OPTIONS = ("kfac_lr", "kfac_kl_clip", "kfac_damping", "kfac_split_bias")
+
+
+class Takes(NamedTuple):
+    """The values a numeric flag takes: ``low`` to ``high`` (``low`` itself not when ``above``;
+    never NaN); ``text`` says so in the refusal."""
+    low: float
+    high: float
+    text: str
+    above: bool = False
+
+    def accepts(self, value: float) -> bool:
+        return (self.low < value if self.above else self.low <= value) and value <= self.high
+
+
+# Step counts and intervals are summed and stored as 64-bit integers (torch, numpy).
+COUNT = Takes(1, 2**63 - 1, "a positive integer below 2**63")
+COUNT_0 = Takes(0, 2**63 - 1, "0 or a positive integer below 2**63")
+# numpy's global seed takes [0, 2**32); each env gets seed + its rank (ALE wraps past 2**31).
+SEED = Takes(0, 2**32 - 1, "an integer from 0 to 2**32 - 1")
+POSITIVE = Takes(0, sys.float_info.max, "positive and finite", above=True)
+FRACTION = Takes(0, 1, "in [0, 1]")
+FINITE = Takes(-sys.float_info.max, sys.float_info.max, "finite")
+# main.py's numeric flags; None (unset) passes.
+NUMBERS: dict[str, Takes] = {
+    **dict.fromkeys(("num_processes", "num_steps", "ppo_epoch", "num_mini_batch",
+                     "log_interval", "save_interval", "save_history", "num_env_steps",
+                     "eval_interval", "hidden_size", "lr_decay_horizon", "gail_batch_size",
+                     "gail_epoch", "gail_warmup_epoch"), COUNT),
+    **dict.fromkeys(("num_workers", "gail_warmup_updates"), COUNT_0),
+    "seed": SEED,
+    **dict.fromkeys(("lr", "eps", "clip_param", "action_mean_gain", "desired_kl", "kfac_lr",
+                     "kfac_kl_clip", "kfac_damping"), POSITIVE),
+    "max_grad_norm": Takes(0, math.inf, "positive (inf: no clipping)", above=True),
+    **dict.fromkeys(("entropy_coef", "value_loss_coef"),
+                    Takes(0, sys.float_info.max, "0 or positive, and finite")),
+    **dict.fromkeys(("gamma", "gae_lambda", "alpha"), FRACTION),
+    # the initial std is e^x: e^±20 is past any action scale (float32 variances overflow at 44)
+    "log_std_init": Takes(-20, 20, "in [-20, 20] (a standard deviation e^-20 to e^20)"),
+}
+# Paths that must name something: '' would put files in, or read them from, the working directory.
+PATHS = ("log_dir", "gail_experts_dir", "ray_address", "resume")
+# The numeric flags of enjoy.py and gail_experts/generate.py (run/playback.py's included).
+PLAYBACK_NUMBERS = {"episodes": COUNT, "max_steps": COUNT, "seed": SEED, "train_seed": SEED}
+# scripts/benchmark.py's own (main.py checks the rest of each run's flags).
+BENCHMARK_NUMBERS = {"seeds": SEED, "num_env_steps": COUNT, "jobs": COUNT, "thresholds": FINITE}
+
+
+def count(text: str) -> int:
+    """argparse type: integers that may be written as floats, like the original's
+    ``--num-env-steps 10e6``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value) or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(value)
+
+
+def check_numbers(args: argparse.Namespace, takes: Mapping[str, Takes]) -> None:
+    """``ConfigError`` naming the first flag of ``takes`` whose value in ``args`` it does not
+    accept (a list: each of its values; a flag ``args`` lacks passes)."""
+    for name, rule in takes.items():
+        values = getattr(args, name, None)
+        for value in values if isinstance(values, list) else [values]:
+            if value is not None and not rule.accepts(value):
+                shown = f"{value:g}" if isinstance(value, int) and abs(value) >= 10**16 else value
+                raise ConfigError(f"{option(name)} must be {rule.text}, got {shown}")
+
+
+def check_paths(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """``ConfigError`` naming the first flag of ``names`` given as ''."""
+    for name in names:
+        if getattr(args, name) == "":
+            raise ConfigError(f"{option(name)} is empty: give a path"
+                              + (" (bare --resume continues the run the other flags name)"
+                                 if name == "resume" else ""))
+
+
+def check_values(args: argparse.Namespace) -> None:
+    """Each of main.py's flags on its own: numbers in range, paths not empty."""
+    check_numbers(args, NUMBERS)
+    check_paths(args, PATHS)
 
 
 def _literal(text):
@@ -73,26 +159,7 @@ def _check_ranges(args: argparse.Namespace) -> None:
         if getattr(args, name) not in known:
             raise ConfigError(f"unknown {option(name)} {getattr(args, name)!r}; choose one of: "
                               + ", ".join(known))
-    for name in ("num_processes", "num_steps", "ppo_epoch", "num_mini_batch", "log_interval",
-                 "save_interval", "save_history", "num_env_steps", "eval_interval",
-                 "hidden_size", "lr_decay_horizon", "gail_batch_size", "gail_epoch",
-                 "gail_warmup_epoch"):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            raise ConfigError(f"{option(name)} must be a positive integer, got {value}")
-    for name in ("num_workers", "gail_warmup_updates"):
-        if getattr(args, name) < 0:
-            raise ConfigError(f"{option(name)} must be 0 or a positive integer, "
-                              f"got {getattr(args, name)}")
-    for name in ("lr", "eps", "max_grad_norm", "clip_param", "action_mean_gain", "desired_kl",
-                 *KFAC_OPTIONS):
-        value = getattr(args, name)
-        if value is not None and not value > 0:
-            raise ConfigError(f"{option(name)} must be positive, got {value}")
-    for name in ("gamma", "gae_lambda", "alpha"):
-        value = getattr(args, name)
-        if not 0 <= value <= 1:
-            raise ConfigError(f"{option(name)} must be in [0, 1], got {value}")
+    check_values(args)
     if args.num_env_steps < args.num_processes * args.num_steps:
         raise ConfigError(f"--num-env-steps ({args.num_env_steps}) is less than one rollout "
                           "(--num-processes * --num-steps = "

@@ -18,7 +18,7 @@ import sys
 from typing import Any, Optional
 
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
-from a2c_ppo_acktr.run import recipes
+from a2c_ppo_acktr.run import checks, recipes
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.run.config_file import CONFIG_FILE, file_flags, read_flags
 from a2c_ppo_acktr.utils import save_atomic
@@ -151,7 +151,7 @@ def _check_changes(saved: dict, given: dict, source: Optional[str]) -> list[str]
     return notes
 
 
-def _whole_updates(args: argparse.Namespace) -> int:
+def whole_updates(args: argparse.Namespace) -> int:
     """``--num-env-steps`` rounded down to whole updates (of all envs, workers and ranks)."""
     ranks = int(os.environ.get("WORLD_SIZE", 1)) if "RANK" in os.environ else 1
     per_update = args.num_steps * args.num_processes * max(1, args.num_workers) * ranks
@@ -160,7 +160,7 @@ def _whole_updates(args: argparse.Namespace) -> int:
 
 def _horizon_note(args: argparse.Namespace) -> list[str]:
     """What a resumed run's linear lr decay does past its kept horizon."""
-    horizon, total = args.lr_decay_horizon, _whole_updates(args)
+    horizon, total = args.lr_decay_horizon, whole_updates(args)
     if not args.use_linear_lr_decay or total <= horizon:
         return []
     return [f"resume: the learning rate keeps its linear decay to 0 at {horizon:,} steps "
@@ -178,7 +178,7 @@ def _apply_config_file(parser, argv, args, given: dict, known: dict
     path = args.config_file
     flags = file_flags(parser, path, NOT_SAVED)
     horizon = flags.get("lr_decay_horizon")
-    if horizon is not None and horizon == _whole_updates(argparse.Namespace(**{**known, **flags})):
+    if horizon is not None and horizon == whole_updates(argparse.Namespace(**{**known, **flags})):
         del flags["lr_decay_horizon"]  # the file's budget's own horizon: this run's budget sets it
     parser.set_defaults(**flags)
     args = parser.parse_args(argv)
@@ -214,6 +214,7 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
     ``notes`` (the lines the run's log starts with) and ``config`` (``run_config``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    checks.check_values(args)  # the command line's own, before it is read below
     given = given_flags(parser, argv)
     known = vars(parser.parse_args([]))  # every destination, at its default
     notes, checkpoint, saved, source, recipe_note = [], None, None, None, None
@@ -272,7 +273,8 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
         # Fixed at the run's start and saved with it: the original's schedule, 0 right after the
         # last whole update of this budget (a GAIL CartPole run lands elsewhere with 40,000 for
         # 39,936: tests/test_gail.py).
-        args.lr_decay_horizon = _whole_updates(args)
+        checks.check_values(args)  # every layer's values (a recipe, a saved run), first
+        args.lr_decay_horizon = whole_updates(args)
     args.notes = notes
     args.config = run_config({d: getattr(args, d) for d in known if d not in NOT_SAVED}, argv)
     return args

@@ -24,12 +24,14 @@ def while_starting(signum: int) -> str:
 
 def exit_on_signals() -> None:
     """Until a ``StopRequest`` takes over (main.py's slow imports): a signal ends the process
-    at once with one line; nothing is on disk yet."""
+    at once with one line; nothing is on disk yet. Signals the caller blocked until now (while
+    this module was imported) are unblocked: one that came meanwhile is handled here."""
     def stop(signum, frame):
         print(f"{program()}: {while_starting(signum)}", file=sys.stderr, flush=True)
         os._exit(128 + signum)  # no traceback from whichever import was running
     for s in SIGNALS:
         signal.signal(s, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
 class Interrupted(Exception):

@@ -9,6 +9,8 @@ from typing import IO, TYPE_CHECKING, Optional, TextIO
 
 import numpy as np
 
+from a2c_ppo_acktr.errors import LogError
+
 if TYPE_CHECKING:  # tensorboard is optional: imported where a logger is made
     from torch.utils.tensorboard import SummaryWriter
 
@@ -53,6 +55,12 @@ class ScalarLogger:
                     self._tb.add_hparams(tensorboard_hparams(hparams), {}, run_name=".")
 
     def log(self, row: Mapping[str, float | str], step: int) -> None:
+        try:
+            self._log(row, step)
+        except OSError as e:  # a full disk: named, for one line
+            raise LogError(f"cannot write {self.path}: {e.strerror or e}") from e
+
+    def _log(self, row: Mapping[str, float | str], step: int) -> None:
         if self._writer is None:
             self._fields = list(row)
             self._file = open(self.path, "w", newline="")

@@ -49,6 +49,8 @@ def check_run(args: argparse.Namespace, paths: RunPaths) -> None:
     if paths.checkpoint is not None:
         _check_dir(os.path.dirname(paths.checkpoint), "--save-dir")
     saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
+    logged = bool(_history_files(paths) or glob.glob(
+        os.path.join(glob.escape(paths.log_dir), "*.monitor.csv")))
     if args.resume:
         if paths.checkpoint is None:
             raise ConfigError("--resume: this run saves no checkpoint (--save-dir is empty)")
@@ -57,14 +59,16 @@ def check_run(args: argparse.Namespace, paths: RunPaths) -> None:
                                env_file_name(args.env_name) + ".pt")
             hint = (f" ({old} is a run saved under the original's name: rename it to resume it)"
                     if paths.checkpoint and os.path.isfile(old) else "")
-            raise ConfigError(f"--resume: no checkpoint at {paths.checkpoint}{hint}; start a new "
-                              "run without --resume")
-    elif not args.overwrite and (saved or _history_files(paths) or glob.glob(
-            os.path.join(glob.escape(paths.log_dir), "*.monitor.csv"))):
+            again = (f"{paths.log_dir} holds the logs of a run that saved none: --overwrite "
+                     "instead of --resume starts it again" if logged
+                     else "start a new run without --resume")
+            raise ConfigError(f"--resume: no checkpoint at {paths.checkpoint}{hint}; {again}")
+    elif not args.overwrite and (saved or logged):
+        what = ("pass --resume to continue it or --overwrite to replace it" if saved else
+                "it saved no checkpoint to --resume: pass --overwrite to replace it")
         raise ConfigError(f"{paths.checkpoint if saved else paths.log_dir} already holds a run "
                           f"of --algo {args.algo} on {args.env_name} with --seed {args.seed}; "
-                          "pass --resume to continue it or --overwrite to replace it (another "
-                          "--seed starts a run beside it)")
+                          f"{what} (another --seed starts a run beside it)")
 
 
 def _rewrite_kept(path: str, head: int, keep) -> int:
@@ -155,3 +159,14 @@ def abandon(paths: RunPaths, created: list, resumed: bool) -> None:
             os.rmdir(directory)
         except OSError:  # not empty (another run's files) or already gone
             pass
+
+
+def left_behind(paths: RunPaths, saved_steps: int | None) -> str:
+    """What a run that stops on a failure leaves: its last checkpoint, or nothing (main.py then
+    undoes a run that saved nothing, as one that failed to start)."""
+    if not paths.checkpoint:
+        return "nothing saved (--save-dir is empty)"
+    if saved_steps is None:
+        return "nothing saved yet, so the run's files are removed: it can start again"
+    return (f"keeping the last saved checkpoint {paths.checkpoint} ({saved_steps:,} steps): "
+            "--resume continues it, --overwrite starts the run again")

@@ -1,0 +1,28 @@
+"""errors.py: which failures become one line, and what that line says."""
+import errno
+
+import pytest
+import torch
+
+from a2c_ppo_acktr.errors import LogError, allocation_failure, failure_line
+
+
+def test_a_disks_failure_is_one_line_and_other_os_errors_are_not():
+    full = OSError(errno.ENOSPC, "No space left on device", "/runs/progress.csv")
+    assert failure_line(full) == "/runs/progress.csv: No space left on device"
+    assert failure_line(OSError(errno.EDQUOT, "Disk quota exceeded")) == (
+        f"[Errno {errno.EDQUOT}] Disk quota exceeded")
+    assert failure_line(LogError("cannot write x: No space left on device")) == (
+        "cannot write x: No space left on device")
+    assert failure_line(OSError(errno.EPIPE, "Broken pipe")) is None  # a bug: traced back
+    assert failure_line(ValueError("x")) is None
+
+
+def test_allocation_failures_say_how_much():
+    with pytest.raises(RuntimeError) as e:
+        torch.empty(2**50, dtype=torch.uint8)  # 1 PB: refused by any kernel
+    assert allocation_failure(e.value) == "1,125,900 GB"
+    cuda = RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB total)")
+    assert allocation_failure(cuda) == "2.00 GiB"
+    assert allocation_failure(MemoryError()) == "memory"
+    assert allocation_failure(RuntimeError("shape mismatch")) is None
