@@ -10,7 +10,6 @@ them); clipping and the optimizer step stay eager, and the eager code stays the 
 each choice: docs/benchmarks.md, "Speed options: `--compile` and `--precision bf16`".
 """
 import ctypes
-import ctypes.util
 import os
 import sys
 from collections.abc import Callable
@@ -138,7 +137,7 @@ def keep_freed_memory() -> bool:
     if any(name in os.environ for name in MALLOC_ENV):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc = ctypes.CDLL(None)  # this process's symbols, libc's among them: no ldconfig child
     except OSError:
         return False
     if not hasattr(libc, "gnu_get_libc_version"):  # not glibc: its thresholds do not apply

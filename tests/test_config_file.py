@@ -105,6 +105,15 @@ def test_a_bad_file_is_one_line_and_nothing_is_written(tmp_path, capsys, monkeyp
     assert sorted(os.listdir(tmp_path)) == before
 
 
+def test_an_empty_config_path_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main.main(["--config", "", "--log-dir", "logs", "--save-dir", "models"])
+    assert exc.value.code == 2 and os.listdir(tmp_path) == []
+    assert capsys.readouterr().err.strip().endswith(
+        "error: --config is empty: give a config.json or the log directory of a run")
+
+
 def test_config_and_resume_exclude_each_other(tmp_path, capsys):
     _, path = saved_run(tmp_path)
     with pytest.raises(SystemExit) as exc:

@@ -16,6 +16,8 @@ CONFIG_FILE = "config.json"
 def read_flags(path: str, flag: str) -> dict:
     """The flags of the JSON file at ``path`` (a directory: its config.json), unchecked;
     ``ConfigError`` naming ``flag`` where it is missing, not JSON or holds no object of flags."""
+    if not path:
+        raise ConfigError(f"{flag} is empty: give a config.json or the log directory of a run")
     file = os.path.join(path, CONFIG_FILE) if os.path.isdir(path) else path
     try:
         with open(file) as f:

@@ -7,17 +7,18 @@
     python scripts/bench/fps.py --cases a d --ours eager compile bf16   # our speed options
     python scripts/bench/fps.py --cases a --seeds 1 --total 2048        # a quick check of the script
 
-Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and
-SB3 seed by seed so that machine noise hits both alike. Reported: env-steps/s (wall time of
-env creation + model creation + training; the imports are done before the clock starts), peak
-RSS of the process and its children, the ratio ours / SB3, and the mean return of the last 20
-training episodes of each run (so that ``--seeds 1 2 3`` also compares what was learned at
-equal env steps). Case (e), raw vector-env stepping, comes from ``scripts/bench/envs.py``.
-``--against async`` compares our synchronous loop with ``--async-rollouts`` (same settings,
-alternating the same way) instead of with SB3. ``--ours`` runs ours as several variants, each a
-row with its ratio to SB3: ``eager`` (as ``main.py`` runs by default), ``compile`` (``--compile``),
-``bf16`` (``--precision bf16``), ``compile+bf16``. A variant that ``main.py`` refuses here (bf16
-on a CPU without native bf16) gets a row saying so instead of figures.
+Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and SB3
+seed by seed so that machine noise hits both alike. Reported: env-steps/s (wall time of env
+creation + model creation + training; the imports are done before the clock starts), peak RSS of
+the process (and of its env workers under --vec-env shmem), the ratio ours / SB3, and the mean
+return of the last 20 training episodes of each run (so that ``--seeds 1 2 3`` also compares what
+was learned at equal env steps). Case (e), raw vector-env stepping, comes from
+``scripts/bench/envs.py``. ``--against async`` compares our synchronous loop with
+``--async-rollouts`` (same settings, alternating the same way) instead of with SB3. ``--ours`` runs
+ours as several variants, each a row with its ratio to SB3: ``eager`` (as ``main.py`` runs by
+default), ``compile`` (``--compile``), ``bf16`` (``--precision bf16``), ``compile+bf16``. A variant
+that ``main.py`` refuses here (bf16 on a CPU without native bf16) gets a row saying so instead of
+figures.
 
 Both optimise the same loss: SB3 gets ``clip_range_vf`` (our PPO clips the value loss, as the
 original), ours a value-loss coefficient that matches SB3's ``vf_coef`` (``value_loss_coef``).
@@ -59,9 +60,16 @@ def load_main():
     return runpy.run_path(os.path.join(ROOT, "main.py"))["main"]
 
 
+_WORKERS = False  # this measurement runs env worker processes (--vec-env shmem)
+
+
 def peak_rss_mb():
+    """Peak RSS of the training process and, with ``--vec-env shmem``, its env workers.
+
+    Other children are left out: a child that execs (``git`` for config.json) reports the
+    parent's RSS at its start as its own peak (Linux records it at exec), doubling the figure."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if _WORKERS else 0
     return (own + children) / 1024.0
 
 
@@ -143,6 +151,8 @@ def last_returns(workdir, n=20):
 
 def one_measurement(impl, case, seed, vec_env, total=None):
     """Runs inside the subprocess: prints one JSON line."""
+    global _WORKERS
+    _WORKERS = vec_env == "shmem"
     c = dict(CASES[case], total=total or CASES[case]["total"])
     extra = ["--vec-env", vec_env] if vec_env else []
     # Imports (torch, gymnasium, SB3: ~2 s for either side) are done before the clock starts:
