@@ -5,14 +5,14 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
-from a2c_ppo_acktr.algo.agent import LinearDecay
+from a2c_ppo_acktr.algo.agent import DecayingLr
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
 
 
-class A2C_ACKTR:
+class A2C_ACKTR(DecayingLr):
     """A2C with RMSprop, or ``acktr=True``: ACKTR, the same loss with the K-FAC optimizer.
 
     One gradient step per rollout on
@@ -48,13 +48,8 @@ class A2C_ACKTR:
             self.optimizer = optim.RMSprop(actor_critic.parameters(), lr, eps=eps, alpha=alpha,
                                            foreach=True)
         # ACKTR decays K-FAC's own lr: --lr is not used by it.
-        self.lr_decay = LinearDecay(self.optimizer, lr_decay_horizon) if lr_decay_horizon else None
+        self._init_lr_decay(self.optimizer, lr_decay_horizon)
         self.stats: dict[str, float] = {}
-
-    def adjust_lr(self, env_steps: int) -> None:
-        """The linear decay's step (``lr_decay_horizon``), if any."""
-        if self.lr_decay is not None:
-            self.lr_decay(env_steps)
 
     def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
         """One gradient step on the whole rollout (returns computed); -> value_loss,

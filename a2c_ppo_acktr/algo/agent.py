@@ -1,5 +1,5 @@
 """What the training loop asks of an algorithm: ``Agent``, which PPO, A2C / ACKTR and any new
-loss implement, and the learning-rate schedule they share."""
+loss implement, and the learning-rate schedule they share (``LinearDecay``, ``DecayingLr``)."""
 from typing import Protocol
 
 import torch
@@ -47,3 +47,19 @@ class LinearDecay:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
+
+
+class DecayingLr:
+    """The agents' ``adjust_lr``: ``LinearDecay`` of ``optimizer`` to 0 at ``lr_decay_horizon`` env
+    steps, or the lr left alone without a horizon. An agent calls ``_init_lr_decay`` once its
+    optimizer exists."""
+
+    lr_decay: LinearDecay | None = None
+
+    def _init_lr_decay(self, optimizer: torch.optim.Optimizer, horizon: int | None) -> None:
+        self.lr_decay = LinearDecay(optimizer, horizon) if horizon else None
+
+    def adjust_lr(self, env_steps: int) -> None:
+        """The linear decay's step (``lr_decay_horizon``), if any."""
+        if self.lr_decay is not None:
+            self.lr_decay(env_steps)

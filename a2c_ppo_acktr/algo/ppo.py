@@ -3,7 +3,7 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
-from a2c_ppo_acktr.algo.agent import LinearDecay
+from a2c_ppo_acktr.algo.agent import DecayingLr
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
@@ -17,7 +17,7 @@ def standardize(x: torch.Tensor) -> torch.Tensor:
     return (x - x.mean()) / (x.std() + 1e-5)
 
 
-class PPO:
+class PPO(DecayingLr):
     """PPO on a ``Policy``: ``ppo_epoch`` passes of ``num_mini_batch`` minibatches per rollout.
 
     ``advantage_norm``: standardize over the rollout ("batch", the original's), each minibatch
@@ -61,13 +61,8 @@ class PPO:
         # fused: one kernel for all parameters instead of a Python loop over them; on CPU the
         # loop's per-tensor overhead is a visible share of a small-MLP update.
         self.optimizer = optim.Adam(actor_critic.parameters(), lr=lr, eps=eps, fused=True)
-        self.lr_decay = LinearDecay(self.optimizer, lr_decay_horizon) if lr_decay_horizon else None
+        self._init_lr_decay(self.optimizer, lr_decay_horizon)  # the adaptive step: in update
         self.stats: dict[str, float] = {}
-
-    def adjust_lr(self, env_steps: int) -> None:
-        """The linear decay's step (``lr_decay_horizon``); the adaptive one runs in ``update``."""
-        if self.lr_decay is not None:
-            self.lr_decay(env_steps)
 
     def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
         """``ppo_epoch`` passes over ``rollouts`` (returns computed); -> mean value_loss,
