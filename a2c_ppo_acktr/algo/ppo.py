@@ -11,6 +11,9 @@ from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
 ADVANTAGE_NORMS = ("batch", "minibatch", "none")
 # The adaptive learning rate (rl_games' AdaptiveScheduler): its step and bounds.
 KL_LR_FACTOR, KL_MIN_LR, KL_MAX_LR = 1.5, 1e-6, 1e-2
+# The columns of ``loss``'s statistics, stacked in one tensor so that an update syncs the device once.
+STATS = ("value_loss", "action_loss", "dist_entropy", "approx_kl", "clip_fraction")
+KL = STATS.index("approx_kl")
 
 
 def standardize(x: torch.Tensor) -> torch.Tensor:
@@ -69,13 +72,13 @@ class PPO(DecayingLr):
         action_loss, dist_entropy over the minibatches."""
         advantages = self._advantages(rollouts)
         # Sums over minibatches, kept as tensors so there is one device sync per update.
-        totals = torch.zeros(5, device=advantages.device)
+        totals = torch.zeros(len(STATS), device=advantages.device)
         num_updates = 0
         for epoch in range(self.ppo_epoch):
             if self.recompute_advantages and epoch > 0:
                 rollouts.recompute_returns(self.actor_critic)
                 advantages = self._advantages(rollouts)
-            epoch_kl, epoch_start = totals[3].clone(), num_updates
+            epoch_kl, epoch_start = totals[KL].clone(), num_updates
             if self.actor_critic.is_recurrent:
                 batches = rollouts.recurrent_generator(advantages, self.num_mini_batch)
             else:
@@ -91,15 +94,14 @@ class PPO(DecayingLr):
                 totals += stats
                 num_updates += 1
             if self.desired_kl is not None:
-                self._adapt_lr(((totals[3] - epoch_kl) / (num_updates - epoch_start)).item(),
+                self._adapt_lr(((totals[KL] - epoch_kl) / (num_updates - epoch_start)).item(),
                                self.desired_kl)
 
         if self.actor_critic.value_norm is not None:  # for the next rollout's values
             self.actor_critic.value_norm.update(rollouts.returns[:-1])
-        value_loss, action_loss, dist_entropy, approx_kl, clip_fraction = (
-            (totals / num_updates).tolist())
-        self.stats = {"approx_kl": approx_kl, "clip_fraction": clip_fraction}
-        return value_loss, action_loss, dist_entropy
+        means = dict(zip(STATS, (totals / num_updates).tolist()))
+        self.stats = {name: means[name] for name in ("approx_kl", "clip_fraction")}
+        return means["value_loss"], means["action_loss"], means["dist_entropy"]
 
     def _advantages(self, rollouts: RolloutStorage) -> torch.Tensor:
         """returns - value_preds (T, N, 1), standardized over the rollout if ``advantage_norm``
@@ -108,8 +110,7 @@ class PPO(DecayingLr):
         return standardize(advantages) if self.advantage_norm == "batch" else advantages
 
     def loss(self, b: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """PPO's loss on one minibatch -> the loss to minimise, and (detached) its value_loss,
-        action_loss, dist_entropy, approx_kl and clip_fraction."""
+        """PPO's loss on one minibatch -> the loss to minimise, and (detached) its ``STATS``."""
         values, action_log_probs, dist_entropy, _ = self.actor_critic.evaluate_actions(
             b.obs, b.recurrent_hidden_states, b.masks, b.actions)
 
@@ -137,7 +138,10 @@ class PPO(DecayingLr):
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()
             clip_fraction = ((ratio - 1).abs() > self.clip_param).float().mean()
-        stats = torch.stack([value_loss, action_loss, dist_entropy, approx_kl, clip_fraction])
+        terms = {"value_loss": value_loss, "action_loss": action_loss,
+                 "dist_entropy": dist_entropy, "approx_kl": approx_kl,
+                 "clip_fraction": clip_fraction}
+        stats = torch.stack([terms[name] for name in STATS])
         loss = value_loss * self.value_loss_coef + action_loss - dist_entropy * self.entropy_coef
         return loss, stats.detach()
 
