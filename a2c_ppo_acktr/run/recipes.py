@@ -64,10 +64,11 @@ TUNED = {
     # HalfCheetah and Ant: Tianshou's MuJoCo PPO example.
     "HalfCheetah-v5": _TIANSHOU_MUJOCO,
     "Ant-v5": _TIANSHOU_MUJOCO,
-    # Hopper and Walker2d: CleanRL's ppo_continuous_action settings (the original's command with
-    # advantages per minibatch) plus SB3's small initial action mean (gain 0.01) and a narrower
-    # start (std 0.5); Hopper also drops value clipping.
-    "Hopper-v5": {**_CLEANRL_MUJOCO, "no_clipped_value_loss": True},
+    # Hopper: Tianshou's example with its learning rate decayed to 0 and the advantages computed
+    # again before each epoch (its lr_decay and recompute_adv), as Tianshou runs it.
+    "Hopper-v5": {**_TIANSHOU_MUJOCO, "use_linear_lr_decay": True, "recompute_advantages": True},
+    # Walker2d: CleanRL's ppo_continuous_action settings (the original's command with advantages
+    # per minibatch) plus SB3's small initial action mean (gain 0.01) and a narrower start (std 0.5).
     "Walker2d-v5": _CLEANRL_MUJOCO,
     # Humanoid: rl-baselines3-zoo's tuned PPO, translated (docs/notes.md, "The recipes").
     "Humanoid-v5": {**_SB3_MUJOCO, **_BIG_RELU, "num_steps": 512, "num_mini_batch": 2,
