@@ -69,10 +69,13 @@ def test_recipe_tuned_sets_its_values_and_explicit_flags_win(capsys):
 
 @pytest.mark.parametrize("argv, needle", [
     (["--env-name", "HalfCheetah-v5", "--recipe", "best"],
-     "--recipe best: unknown recipe 'best'; choose one of: original, tuned, a2c, acktr"),
+     "--recipe best: unknown recipe 'best'; choose one of: original, tuned, a2c, acktr, fast"),
     (["--env-name", "CartPole-v1", "--recipe", "acktr"],
      "--recipe acktr: recipe 'acktr' is the original's ACKTR command for atari envs, not for "
      "CartPole-v1"),
+    (["--env-name", "HalfCheetah-v5", "--recipe", "fast"],
+     "--recipe fast: recipe 'fast' is rl_games' many-env Pong settings for atari envs, not for "
+     "HalfCheetah-v5"),
     (["--env-name", "Pendulum-v1", "--recipe", "tuned"],
      "--recipe tuned: no recipes for 'Pendulum-v1'; known: HalfCheetah-v5")])
 def test_unknown_recipe_or_env_exits_2_in_one_line(argv, needle, capsys):
@@ -91,6 +94,30 @@ def test_tuned_halfcheetah_has_tianshous_batch_sizes():
     # the MLP's defaults: 64x64 tanh, orthogonal init, as Tianshou's
     assert (args.hidden_size, args.activation, args.init) == (None, None, "orthogonal")
     assert args.advantage_norm == "none" and args.no_clipped_value_loss
+
+
+def test_fast_is_rl_games_envpool_pong_on_ales_vector_env():
+    args = get_args(["--env-name", "PongNoFrameskip-v4", "--recipe", "fast"])
+    # rl_games' ppo_pong_envpool.yaml: 64 actors x 128 steps, minibatches of 2048, 4 epochs
+    assert (args.num_processes, args.num_steps, args.ppo_epoch) == (64, 128, 4)
+    assert args.num_processes * args.num_steps // args.num_mini_batch == 2048
+    assert (args.lr, args.desired_kl, args.clip_param, args.max_grad_norm) == (3e-4, 0.01, 0.2, 1.0)
+    assert args.value_norm and args.no_clipped_value_loss and args.vec_env == "ale"
+    assert recipes.names("PongNoFrameskip-v4")[-1] == "fast" and "fast" not in recipes.names(
+        "CartPole-v1")
+
+
+def test_fast_trains_a_few_updates_on_the_cpu(tmp_path):
+    """Smoke test only: the recipe with 4 envs x 16 steps, 2 updates (its learning check is
+    Pong to 1.5M steps on seeds 1-3: hours, docs/benchmarks.md)."""
+    import main
+    argv = ["--env-name", "PongNoFrameskip-v4", "--recipe", "fast", "--num-processes", "4",
+            "--num-steps", "16", "--num-env-steps", "128", "--no-cuda",
+            "--log-dir", str(tmp_path / "logs"), "--save-dir", ""]
+    assert main.main(argv) == 0
+    rows = (tmp_path / "logs").glob("**/progress.csv")
+    lines = next(rows).read_text().splitlines()
+    assert len(lines) == 3 and lines[-1].split(",")[1] == "128"
 
 
 def test_humanoid_is_the_zoo_translation():
