@@ -424,7 +424,8 @@ def test_help_and_mistyped_flags(capsys):
     assert "A2C, PPO, ACKTR and GAIL" in out and "--algo {a2c,ppo,acktr}" in out
     # the recipes and the envs they exist for; that the command line wins; --resume's forms
     flat = " ".join(out.split())
-    assert "--recipe {original,tuned,a2c,acktr}" in flat and "flags given on the command line win" in flat
+    assert "--recipe {original,tuned,a2c,acktr,fast}" in flat
+    assert "flags given on the command line win" in flat
     assert "HalfCheetah-v5" in flat and "PongNoFrameskip-v4" in flat
     assert "--resume [RUN]" in flat and "--lr-decay-horizon STEPS" in flat
     expect_exit_2(capsys, ["--lrr", "3"], "error: unrecognized arguments: --lrr 3 (see --help)")
