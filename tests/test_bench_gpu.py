@@ -80,3 +80,182 @@ def test_rows_alternate_and_follow_the_documented_format(monkeypatch, capsys):
         "8    compile               3000   5.00x       38%        9.5   3000 (25%), 2800 (50%)",
         "8    bf16          refused: --precision bf16 needs a GPU with native bf16",
         "8    sb3                    600   1.00x         -        0.0   400 (-), 600 (-)"]
+
+
+# --- the measuring modes (--steady, --score, --sweep, --all): what runs without a GPU ---
+
+PROGRESS = ("update,timesteps,fps,mean_return,median_return,min_return,max_return,time\n"
+            "0,1024,100,,,,,10.0\n"
+            "1,2048,200,-21.0,-21,-21,-21,11.0\n"
+            "2,3072,300,-20.0,-20,-20,-20,11.5\n"
+            "3,4096,400,18.5,18,18,19,12.0\n"
+            "4,5120,500,20.0,20,20,20,12.25\n"
+            "5,6144,600,19")  # a row being written: left for the next reading
+
+
+def test_rows_give_start_up_steady_rate_and_the_first_update_at_a_threshold():
+    from watch import Row, first_reach, loop_start, parse_rows, startup, steady_rate, wall
+    rows = parse_rows(PROGRESS, seen=20.0)
+    assert [(r.update, r.steps, r.mean_return) for r in rows] == [
+        (0, 1024, None), (1, 2048, -21.0), (2, 3072, -20.0), (3, 4096, 18.5), (4, 5120, 20.0)]
+    assert parse_rows(PROGRESS, seen=21.0, known=4) == [Row(4, 5120, 12.25, 20.0, 21.0)]
+    # each row read at its loop time + 3 s, one 0.5 s late: the loop began 3 s after the command
+    rows = [Row(r.update, r.steps, r.time, r.mean_return, r.time + (3.5 if r.update == 2 else 3.0))
+            for r in rows]
+    assert loop_start(rows) == 3.0 and startup(rows) == 13.0 and wall(rows[3], rows) == 15.0
+    # after the first 2 updates: (5120 - 2048) steps in (12.25 - 11.0) s
+    assert steady_rate(rows, 2) == 3072 / 1.25
+    assert steady_rate(rows, 5) is None and steady_rate(rows[:1], 1) is None
+    assert first_reach(rows, 18).update == 3 and first_reach(rows, 20).update == 4
+    assert first_reach(rows, 21) is None
+
+
+FAKE_MAIN = '''
+import os, signal, sys, time
+log_dir = sys.argv[sys.argv.index("--log-dir") + 1]
+returns = [float(x) for x in sys.argv[1].split(",")]
+print("torch.compile: 4.5 s compiling the act step and the update", flush=True)
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+time.sleep(0.5)  # start-up
+os.makedirs(os.path.join(log_dir, "ppo", "Fake_seed1"))
+with open(os.path.join(log_dir, "ppo", "Fake_seed1", "progress.csv"), "w") as f:
+    f.write("update,timesteps,mean_return,time\\n")
+    f.flush()
+    for j, r in enumerate(returns):
+        time.sleep(0.2)
+        f.write(f"{j},{100 * (j + 1)},{r},{0.2 * (j + 1)}\\n")
+        f.flush()
+    time.sleep(60)
+'''
+
+
+@pytest.mark.parametrize("stop_at, limit, ended, rows", [(18, 30, "stopped", 3),
+                                                         (99, 1.6, "time limit", None)])
+def test_watch_reads_a_growing_progress_csv_and_stops_the_run(tmp_path, stop_at, limit, ended, rows):
+    """A fake main.py writes a row every 0.2 s after 0.5 s of start-up, then sleeps: watch reads
+    the rows as they come and ends it (SIGTERM) at the threshold or at the time limit."""
+    from watch import compile_seconds, reached, startup, watch
+    fake = tmp_path / "fake_main.py"
+    fake.write_text(FAKE_MAIN)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = watch(["-20,10,18.5,20"], str(work), limit, reached(stop_at), program=str(fake))
+    assert result.ended == ended and result.rc == 143
+    assert compile_seconds(result.stdout) == 4.5
+    if rows is not None:
+        assert [r.mean_return for r in result.rows] == [-20, 10, 18.5]
+        assert result.elapsed < 10  # stopped, not slept out
+    else:
+        assert 1.6 <= result.elapsed < 10 and len(result.rows) == 4
+    assert 0.6 < startup(result.rows) < 5  # 0.5 s start-up + the first 0.2 s row, read late
+
+
+def test_each_part_gets_its_share_of_what_is_left(monkeypatch, capsys):
+    """The budget planner: shares by weight, a part's unused time going to the parts after it,
+    a part with under MIN_CAP_S left skipped."""
+    import gpu_modes
+    from gpu_report import next_cap, plan
+    assert plan(100, [1, 3]) == [25, 75] and next_cap(60, [1, 2]) == 20 and next_cap(-5, [1]) == 0
+    clock = [0.0]
+    monkeypatch.setattr(gpu_modes.time, "perf_counter", lambda: clock[0])
+    caps = []
+
+    def measure(part, cap, skip, thresholds, cuda):  # each part takes half its cap
+        caps.append(round(cap, 6))
+        clock[0] += cap / 2 if part.part != "sweep" else 1000
+        return gpu_modes.skipped(part, cap) | {"ended": "ran"}
+    monkeypatch.setattr(gpu_modes, "measure", measure)
+    parts = gpu_modes.make_parts("all", ["eager"], [8], [4, 8], "eager", [15, 20], 1.0, 1, 1,
+                                 cuda=False)
+    assert [(p.part, p.envs, p.weight) for p in parts] == [
+        ("steady", 8, 1.0), ("score", 8, 4.5), ("sweep", 4, 0.75), ("sweep", 8, 0.75)]
+    results = gpu_modes.run_parts(parts, 1, [15, 20], False, budget=100 + gpu_modes.GRACE_S)
+    # 100 s for 7 weights: steady 100/7; score 4.5/6 of what is left; the first sweep part ...
+    first = 100 / 7
+    second = (100 - first / 2) * 4.5 / 6
+    third = (100 - first / 2 - second / 2) * 0.75 / 1.5
+    assert caps == [round(first, 6), round(second, 6), round(third, 6)]
+    assert [r["ended"] for r in results] == ["ran", "ran", "ran", "skipped: 0 s left for it"]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("| part | command | envs | steady env-steps/s") and len(printed) == 6
+
+
+def test_the_table_file_names_the_machine_and_each_run(tmp_path):
+    from gpu_report import write_table
+    result = {"part": "steady", "command": "--env-name PongNoFrameskip-v4 --recipe original",
+              "envs": 8, "rate": 4012.4, "target": 3728, "startup": 9.25, "compile_s": None,
+              "busy": 0.125, "reach": {}, "last": -20.5, "steps": 123904,
+              "ended": "stopped (measured)"}
+    score = result | {"part": "score", "rate": 15000.0, "target": None, "busy": None,
+                      "reach": {18.0: (120.4, 1_200_000)}, "last": 20.1, "ended": "stopped (reached)"}
+    path = tmp_path / "t.md"
+    write_table(str(path), "scripts/bench/gpu.py --all", "NVIDIA H200 (143771 MiB), 16 CPUs",
+                [result, score, result | {"rate": 100.0}], [18, 20], ["a note"])
+    lines = path.read_text().splitlines()
+    assert lines[0] == "# scripts/bench/gpu.py --all"
+    assert lines[2] == "Machine: NVIDIA H200 (143771 MiB), 16 CPUs" and lines[3].startswith("Date: ")
+    assert lines[5:] == [
+        "| part | command | envs | steady env-steps/s | target | start-up s | compile s | GPU busy "
+        "| to 18: s (steps) | to 20: s (steps) | last mean-10 | steps | ended |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| steady | `--env-name PongNoFrameskip-v4 --recipe original` | 8 | 4,012 | >= 3,728: yes "
+        "| 9.2 | - | 12% | - | - | -20.5 | 123,904 | stopped (measured) |",
+        "| score | `--env-name PongNoFrameskip-v4 --recipe original` | 8 | 15,000 | - | 9.2 | - "
+        "| - | 120 s (1,200,000) | - | 20.1 | 123,904 | stopped (reached) |",
+        "| steady | `--env-name PongNoFrameskip-v4 --recipe original` | 8 | 100 | >= 3,728: no "
+        "| 9.2 | - | 12% | - | - | -20.5 | 123,904 | stopped (measured) |",
+        "", "- a note"]
+
+
+def test_cuda_parts_are_the_readme_command_and_the_fast_recipe():
+    from gpu_modes import make_parts
+    parts = make_parts("all", ["eager", "compile"], [8], [16, 128], "eager", [18, 20], 30, 3, 2,
+                       cuda=True)
+    assert [(p.part, p.envs, p.target, p.weight) for p in parts] == [
+        ("steady", 8, 3728, 1.0), ("steady", 8, 7000, 2.5), ("score", 64, None, 4.5),
+        ("sweep", 16, None, 0.75), ("sweep", 128, None, 0.75)]
+    assert parts[1].argv == README_PONG + ["--num-processes", "8", "--compile", "--seed", "2"]
+    assert parts[2].argv == ["--env-name", "PongNoFrameskip-v4", "--recipe", "fast", "--seed", "2"]
+    # the sweep keeps the fast recipe's minibatches of 2,048 samples (128 steps an env)
+    assert parts[3].argv[4:8] == ["--num-processes", "16", "--num-mini-batch", "1"]
+    assert parts[4].argv[4:8] == ["--num-processes", "128", "--num-mini-batch", "8"]
+
+
+def test_all_on_the_cpu_runs_the_whole_flow_and_writes_its_table(tmp_path):
+    """--device cpu: the flow of --all (steady, score, sweep, the table) on CartPole."""
+    out = tmp_path / "table.md"
+    proc = subprocess.run([sys.executable, SCRIPT, "--all", "--device", "cpu", "--ours", "eager",
+                           "--sweep-envs", "4", "--thresholds", "10", "20", "--budget", "90",
+                           "--measure", "1", "--skip", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| ")][1:]
+    assert [row.split(" | ")[0] for row in rows] == ["| steady", "| score", "| sweep"]
+    steady, score, sweep = ([cell.strip() for cell in row.strip("|").split("|")] for row in rows)
+    assert float(steady[3].replace(",", "")) > 0 and steady[-1] == "stopped (measured)", steady
+    assert score[-1] == "stopped (reached)" and score[9] != "-", score  # 20 reached, when
+    assert sweep[2] == "4" and proc.stdout.count("| sweep |") == 1
+    assert f"table: {out}" in proc.stdout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--all", "--device", "cpu", "--budget", "0"],
+     "argument --budget: '0' is not a number above 0 (see --help)"),
+    (["--all", "--device", "cpu", "--out", "/nonexistent/dir/t.md"],
+     "--out /nonexistent/dir/t.md: its directory does not exist"),
+    (["--device", "cpu"], "--device cpu runs --steady, --score, --sweep or --all, not the "
+                          "comparison with SB3"),
+    (["--steady", "--score"], "argument --score: not allowed with argument --steady (see --help)")])
+def test_bad_input_exits_2_in_one_line(argv, message, tmp_path):
+    proc = subprocess.run([sys.executable, SCRIPT, *argv], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "" and list(tmp_path.iterdir()) == []
+    assert proc.stderr == f"gpu.py: error: {message}\n"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_all_without_cuda_says_so_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, SCRIPT, "--all"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "" and list(tmp_path.iterdir()) == []
+    assert proc.stderr.startswith("gpu.py: error: needs a CUDA GPU") and proc.stderr.count("\n") == 1
