@@ -212,7 +212,7 @@ def test_cuda_parts_are_the_readme_command_and_the_fast_recipe():
     parts = make_parts("all", ["eager", "compile"], [8], [16, 128], "eager", [18, 20], 30, 3, 2,
                        cuda=True)
     assert [(p.part, p.envs, p.target, p.weight) for p in parts] == [
-        ("steady", 8, 3728, 1.0), ("steady", 8, 7000, 2.5), ("score", 64, None, 4.5),
+        ("steady", 8, 3728, 1.0), ("steady", 8, 7000, 3.0), ("score", 64, None, 4.5),
         ("sweep", 16, None, 0.75), ("sweep", 128, None, 0.75)]
     assert parts[1].argv == README_PONG + ["--num-processes", "8", "--compile", "--seed", "2"]
     assert parts[2].argv == ["--env-name", "PongNoFrameskip-v4", "--recipe", "fast", "--seed", "2"]

@@ -49,7 +49,7 @@ FAST_STEPS = 128
 TARGETS = {"eager": 3728, "compile": 7000}
 TARGET_ENVS = 8
 # Shares of the budget (--all): compiling needs a longer run; the time to 20 the longest.
-WEIGHTS = {"eager": 1.0, "compile": 2.5, "bf16": 1.0, "compile+bf16": 2.5, "score": 4.5,
+WEIGHTS = {"eager": 1.0, "compile": 3.0, "bf16": 1.0, "compile+bf16": 3.0, "score": 4.5,
            "sweep": 0.75}
 MIN_CAP_S = 5.0
 
