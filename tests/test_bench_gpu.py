@@ -225,9 +225,9 @@ def test_all_on_the_cpu_runs_the_whole_flow_and_writes_its_table(tmp_path):
     """--device cpu: the flow of --all (steady, score, sweep, the table) on CartPole."""
     out = tmp_path / "table.md"
     proc = subprocess.run([sys.executable, SCRIPT, "--all", "--device", "cpu", "--ours", "eager",
-                           "--sweep-envs", "4", "--thresholds", "10", "20", "--budget", "90",
+                           "--sweep-envs", "4", "--thresholds", "10", "20", "--budget", "200",
                            "--measure", "1", "--skip", "1", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          capture_output=True, text=True, timeout=400, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line for line in out.read_text().splitlines() if line.startswith("| ")][1:]
     assert [row.split(" | ")[0] for row in rows] == ["| steady", "| score", "| sweep"]
@@ -259,3 +259,40 @@ def test_all_without_cuda_says_so_in_one_line(tmp_path):
                           timeout=120, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == "" and list(tmp_path.iterdir()) == []
     assert proc.stderr.startswith("gpu.py: error: needs a CUDA GPU") and proc.stderr.count("\n") == 1
+
+
+def test_a_runs_row_from_its_rows_output_and_gpu_samples(monkeypatch):
+    """measure(): the CUDA branch's figures from a watched run, given its rows, its output and
+    the GPU's samples (the run and NVML replaced)."""
+    import gpu_modes
+    from watch import Row, Watched
+    # the loop began 5 s after the command (at perf_counter 100); an update a second after 10 s
+    rows = [Row(j, 1024 * (j + 1), 10.0 + j, None if j < 2 else -21.0 + 10 * j,
+                15.0 + j + (0.05 if j == 1 else 0.0))  # update 1 read 0.05 s late
+            for j in range(5)]
+    watched = Watched(rows, 143, "stopped", 21.0,
+                      "torch.compile: 8.5 s compiling the act step and the update\n",
+                      "main.py: torch.compile: Inductor's compile workers failed (...); compiling "
+                      "in this process\n", started=100.0)
+
+    class FakeBusy:
+        # at the command's 16.5 s and 18 s (inside the window after update 1: 16-19 s); 25 s after
+        samples = [(100.0 + t, share) for t, share in ((3.0, 0.9), (16.5, 0.2), (18.0, 0.4),
+                                                      (25.0, 1.0))]
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+    monkeypatch.setattr(gpu_modes, "GpuBusy", FakeBusy)
+    monkeypatch.setattr(gpu_modes, "watch", lambda argv, workdir, limit, stop: watched)
+    part = gpu_modes.Part("score", ["--recipe", "fast"], 64, 4.5, lambda rows: False)
+    r = gpu_modes.measure(part, 300.0, 2, [18, 20], cuda=True)
+    assert r["rate"] == 3 * 1024 / 3.0 and r["startup"] == 15.0
+    assert r["busy"] == pytest.approx(0.3) and r["compile_s"] == 8.5 and r["in_process"]
+    assert r["reach"] == {18: (19.0, 5120)}  # mean-10 -1, 9, 19 at updates 2, 3, 4: not 20
+    assert (r["last"], r["steps"], r["ended"]) == (19.0, 5120, "stopped (reached)")
+    rows[4].mean_return = 20.0
+    r = gpu_modes.measure(part, 300.0, 2, [18, 20], cuda=True)
+    assert r["reach"] == {18: (19.0, 5120), 20: (19.0, 5120)}

@@ -60,9 +60,7 @@ _ATARI_TUNED = {key: value for key, value in ORIGINAL["atari"].items()
 ORIGINAL_BY_ALGO: dict[str, dict[str, dict[str, Any]]] = {
     "a2c": {"atari": {"algo": "a2c"}},
     "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20}}}
-# fast: for a machine with many cores and a GPU; rl_games' ppo_pong_envpool.yaml (64 x 128, 4 epochs
-# of 4 x 2048, lr 3e-4 adapted to KL 0.01, clip 0.2, value target normalized and unclipped, its
-# (R - V)^2 = our 0.5 (R - V)^2 x 2, grad norm 1), on ALE's threaded vector env.
+# fast (many cores, a GPU): rl_games' ppo_pong_envpool.yaml on ALE's threads (docs/notes.md, "The recipes").
 _ATARI_FAST = {**_PPO, "num_processes": 64, "num_steps": 128, "ppo_epoch": 4, "num_mini_batch": 4,
                "lr": 3e-4, "desired_kl": 0.01, "clip_param": 0.2, "value_norm": True,
                "no_clipped_value_loss": True, "value_loss_coef": 2.0, "max_grad_norm": 1.0,
