@@ -128,7 +128,7 @@ def start(args, stop: StopRequest) -> Run:
         steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
         updates = range(env_steps // steps_per_update, args.num_env_steps // steps_per_update)
         collector = build_collector(args, paths, envs, actor_critic, device, ddp, len(updates))
-        evaluations = build_evaluations(args, paths, collector, device)
+        evaluator = build_evaluations(args, paths, collector, device)
         inexact = resume_exactly(collector, resumed) if resumed else None
         stop_if_asked()
         tracker = start_tracking(args, paths) if lead else None  # last: it cannot be undone
@@ -158,7 +158,7 @@ def start(args, stop: StopRequest) -> Run:
         logs = open_logs(paths, bool(resumed), args.config, args.eval_interval is not None,
                          tracker)
     return Run(paths, lead, collector, actor_critic, agent, reward_model, updates,
-               steps_per_update, evaluations, stop=stop, ddp=ddp,
+               steps_per_update, evaluator, stop=stop, ddp=ddp,
                state=functools.partial(checkpoint_state, args, actor_critic, agent, collector),
                log_interval=args.log_interval, save_interval=args.save_interval,
                save_history=args.save_history, eval_interval=args.eval_interval,

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from a2c_ppo_acktr.envs import get_vec_normalize, normalizer_state
+from a2c_ppo_acktr.envs import normalizer_state
 from a2c_ppo_acktr.envs.torch_vec import to_device
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.realtime import mean_benchmarks
@@ -174,11 +174,6 @@ class Collector:
         self.rollouts.obs[0].copy_(obs)
         self.realtime = any(b is not None for b in envs.benchmarks())
         envs.pause()  # real-time envs hold still until the first step: the set-up took a while
-
-    @property
-    def normalizer(self) -> Any:
-        """The learner's ``VecNormalize`` (for GAIL's discriminator inputs), or None."""
-        return get_vec_normalize(self.envs)
 
     @property
     def obs_rms(self) -> dict | None:

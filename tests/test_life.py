@@ -85,8 +85,8 @@ def test_evaluations_are_asked_every_update_but_started_by_the_lead_when_due(tmp
     run, _, _ = make_run(tmp_path, updates=range(3), eval_interval=2)
     for j in run.updates:
         run.after_update(j, LOSSES, {})
-    assert run.evaluations.calls == [("policy", 0, 8, False), (None, 1, 16, False),
+    assert run.evaluator.calls == [("policy", 0, 8, False), (None, 1, 16, False),
                                      ("policy", 2, 24, True)]
     other, _, _ = make_run(tmp_path, updates=range(1), eval_interval=1, lead=False)
     other.after_update(0, LOSSES, {})
-    assert other.evaluations.calls == [(None, 0, 8, True)]
+    assert other.evaluator.calls == [(None, 0, 8, True)]

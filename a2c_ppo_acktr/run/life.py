@@ -50,7 +50,7 @@ class Run:
     reward_model: Optional[GailReward]  # (rollouts, update) -> stats: GAIL's rewards, or None
     updates: range              # the updates still to run
     steps_per_update: int       # num_steps * envs of all ranks
-    evaluations: Evaluations
+    evaluator: Evaluations      # --eval-interval: where evaluations run (build_evaluations)
     state: StateFn              # the checkpoint to save
     stop: StopRequest
     ddp: Optional[DDP]          # under torchrun: the ranks stop together
@@ -154,7 +154,7 @@ class Run:
         """Every ``eval_interval`` updates (once episodes have ended: ``due``) the lead evaluates
         the policy; each row finished by now (at the last update: all) goes to eval.csv."""
         due = due and self.lead and self.eval_interval is not None and update % self.eval_interval == 0
-        for row in self.evaluations.evaluations(self.actor_critic if due else None, update,
+        for row in self.evaluator.evaluations(self.actor_critic if due else None, update,
                                                 self.env_steps, wait=last):
             self.say(f" Evaluation at update {row['update']}: mean reward "
                      f"{row['mean_return']:.5f}", sys.stdout)

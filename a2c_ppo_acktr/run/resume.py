@@ -10,6 +10,7 @@ import random
 import numpy as np
 import torch
 
+from a2c_ppo_acktr.envs import get_vec_normalize
 from a2c_ppo_acktr.envs.state import Inexact, decode, encode, load_vec_env_state, vec_env_state
 from a2c_ppo_acktr.rollout import Collector
 
@@ -89,7 +90,9 @@ def resume_exactly(collector: Collector, checkpoint: dict) -> str | None:
     reason = load_collector_state(collector, saved)
     if reason is None:
         if checkpoint["obs_rms"] is not None:  # again: the envs' reset has updated it since
-            collector.normalizer.load_state_dict(checkpoint["obs_rms"])
+            normalizer = get_vec_normalize(collector.envs)
+            assert normalizer is not None  # the checkpoint's envs normalize, as these (restore)
+            normalizer.load_state_dict(checkpoint["obs_rms"])
         load_rng_state(saved["rng"])
         torch.set_rng_state(checkpoint["torch_rng"])  # as it was at the save, whatever ran since
     return reason
