@@ -15,74 +15,30 @@ if __name__ == "__main__":  # a signal during the imports (seconds) ends the pro
     exit_on_signals()
 
 import functools
-import math
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Optional
 
 import numpy as np
 import torch
 
-from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.envs.single import check_env_id
 from a2c_ppo_acktr.errors import CheckpointError, Error, allocation_failure, failure_line, program
-from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.arguments import fail, get_args, warn
-from a2c_ppo_acktr.run.build import build_collector, build_run
-from a2c_ppo_acktr.run.checkpoint import (
-    RunPaths,
-    checkpoint_state,
-    history_path,
-    load_checkpoint,
-    run_paths,
-    save_checkpoint,
-)
+from a2c_ppo_acktr.run.build import build_collector, build_evaluations, build_run
+from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths
 from a2c_ppo_acktr.run.config import whole_updates, write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
-from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
+from a2c_ppo_acktr.run.life import Run, open_logs
 from a2c_ppo_acktr.run.resume import resume_exactly
 from a2c_ppo_acktr.run.rundir import abandon, check_run, left_behind, make_run_dirs
-from a2c_ppo_acktr.run.tracking import Tracker, start_tracking
+from a2c_ppo_acktr.run.tracking import start_tracking
 from a2c_ppo_acktr.sampling.ddp import DDP
-from a2c_ppo_acktr.speed import compile_seconds, keep_freed_memory
+from a2c_ppo_acktr.speed import keep_freed_memory
 
 
 class NothingLeft(Exception):
     """--resume of a run that has trained its --num-env-steps: ``str()`` says so."""
 
 
-@dataclass
-class Run:
-    """What ``start`` built for the loop; ``close`` releases it."""
-
-    paths: RunPaths
-    lead: bool                  # logs, saves and evaluates (rank 0 under torchrun)
-    collector: Collector
-    actor_critic: Policy
-    agent: Agent                # algo.PPO or algo.A2C_ACKTR: update(rollouts) -> 3 losses
-    discr: Any                  # GAIL's discriminator, or None
-    gail: Optional[Callable]    # (rollouts, update) -> stats: the discriminator's rewards
-    updates: range              # the updates still to run
-    steps_per_update: int       # num_steps * envs of all ranks
-    logs: list                  # [progress.csv, eval.csv or None] on the lead, else []
-    close_ddp: Callable[[], None]
-    tracker: Optional[Tracker] = None  # --track: the W&B run, on the lead
-    created: list = field(default_factory=list)  # the directories made for it (abandon)
-    saved_steps: Optional[int] = None  # the env steps of its checkpoint; None while it has none
-
-    def close(self) -> None:
-        self.collector.close()
-        for log in self.logs:
-            if log is not None:
-                log.close()
-        if self.tracker is not None:
-            self.tracker.close()
-        self.close_ddp()
-
-
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = get_args(argv)
     keep_freed_memory()  # each update would otherwise fault its tensors' pages in afresh
     with StopRequest() as stop:  # Ctrl-C / SIGTERM: finish the update, save, exit 130 / 143
@@ -104,7 +60,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                  "memory")
         status = None
         try:
-            status = train(args, run, stop)
+            status = train(args, run)
             return status
         except (Error, OSError) as e:  # e.g. a log that cannot be written: one line
             if (what := failure_line(e)) is None:
@@ -161,8 +117,7 @@ def start(args, stop: StopRequest) -> Run:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
     envs = collector = None
     try:
-        envs, actor_critic, agent, discr, expert_loader = build_run(args, paths, device, resumed,
-                                                                    rank)
+        envs, actor_critic, agent, reward_model = build_run(args, paths, device, resumed, rank)
         stop_if_asked()
         if lead:
             write_config(args.config, paths.log_dir)
@@ -173,6 +128,7 @@ def start(args, stop: StopRequest) -> Run:
         steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
         updates = range(env_steps // steps_per_update, args.num_env_steps // steps_per_update)
         collector = build_collector(args, paths, envs, actor_critic, device, ddp, len(updates))
+        evaluator = build_evaluations(args, paths, collector, device)
         inexact = resume_exactly(collector, resumed) if resumed else None
         stop_if_asked()
         tracker = start_tracking(args, paths) if lead else None  # last: it cannot be undone
@@ -199,110 +155,38 @@ def start(args, stop: StopRequest) -> Run:
               + (f" (--num-env-steps {args.num_env_steps:,} rounded down to whole updates)"
                  if total != args.num_env_steps else "")
               + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
-        logs = [ScalarLogger(paths.log_dir, append=bool(resumed), hparams=args.config,
-                             also=tracker.log if tracker else None),
-                ScalarLogger(paths.eval_dir, "eval.csv", tensorboard=False, append=bool(resumed),
-                             also=functools.partial(tracker.log, prefix="eval/") if tracker else None)
-                if args.eval_interval is not None else None]
-    gail = None if discr is None else functools.partial(
-        gail_rewards, args, discr, expert_loader, collector.normalizer)
-    return Run(paths, lead, collector, actor_critic, agent, discr, gail, updates, steps_per_update,
-               logs, ddp.close if ddp else lambda: None, tracker,
-               created=created, saved_steps=env_steps if resumed else None)
+        logs = open_logs(paths, bool(resumed), args.config, args.eval_interval is not None,
+                         tracker)
+    return Run(paths, lead, collector, actor_critic, agent, reward_model, updates,
+               steps_per_update, evaluator, stop=stop, ddp=ddp,
+               state=functools.partial(checkpoint_state, args, actor_critic, agent, collector),
+               log_interval=args.log_interval, save_interval=args.save_interval,
+               save_history=args.save_history, eval_interval=args.eval_interval,
+               compiled=args.compile, logs=logs, tracker=tracker, created=created,
+               saved_steps=env_steps if resumed else None)
 
 
-def gail_rewards(args, discr, expert_loader, normalizer, rollouts, update: int) -> dict:
-    """Train the discriminator on this rollout, then put its rewards in place of the env's."""
-    if update >= args.gail_warmup_updates:
-        normalizer.eval()  # as the original: D's inputs keep one scale after warm-up
-    epochs = args.gail_warmup_epoch if update < args.gail_warmup_updates else args.gail_epoch
-    stats = discr.update(expert_loader, rollouts, normalizer.normalize_obs, epochs)
-    for step in range(args.num_steps):
-        rollouts.rewards[step] = discr.predict_reward(
-            rollouts.obs[step], rollouts.actions[step], args.gamma, rollouts.masks[step])
-    return stats
-
-
-def train(args, run: Run, stop: StopRequest) -> int:
+def train(args, run: Run) -> int:
     """The algorithm box; -> the exit status (0, 1 on a failure mid-run, 128 + signal)."""
-    collector, actor_critic, agent, paths = run.collector, run.actor_critic, run.agent, run.paths
-    progress = ProgressLine(run.updates.stop * run.steps_per_update, enabled=run.lead)
-    start_time, start_steps = time.time(), run.updates.start * run.steps_per_update
-    env_steps = start_steps
-
-    def say(message: str, stream=sys.stderr) -> None:
-        progress.clear()
-        if run.lead:
-            print(message, file=stream, flush=True)
-
+    collector, actor_critic, agent = run.collector, run.actor_critic, run.agent
     for j in run.updates:
         agent.adjust_lr(j * run.steps_per_update)  # its schedule, e.g. --use-linear-lr-decay
-        rollouts = collector.collect(actor_critic)
+        rollouts = collector.collect(actor_critic)  # in whichever sampling mode start chose
         # Async: the learner's current weights bootstrap, one update newer than the rollout's
         # value_preds; PPO's clipped value loss needs those old predictions anyway.
         with torch.inference_mode():
             next_value = actor_critic.get_value(
                 rollouts.obs[-1], rollouts.recurrent_hidden_states[-1], rollouts.masks[-1])
-        gail_stats = run.gail(rollouts, j) if run.gail else {}  # D's reward replaces the env's
+        # GAIL: the discriminator, trained on this rollout, rewards it in place of the env
+        reward_stats = run.reward_model(rollouts, j) if run.reward_model else {}
         rollouts.compute_returns(next_value, args.use_gae, args.gamma, args.gae_lambda,
                                  args.use_proper_time_limits)
         losses = agent.update(rollouts)
-        if not all(math.isfinite(x) for x in losses):
-            say(f"{program()}: error: non-finite loss at update {j} (value {losses[0]}, action "
-                f"{losses[1]}, entropy {losses[2]}); stopped, {left_behind(paths, run.saved_steps)}")
-            return 1
-        if args.compile and j == run.updates.start:  # both compiled by now: say for how long
-            say(f"torch.compile: {compile_seconds():.1f} s compiling the act step and the update",
-                sys.stdout)
         collector.sync(actor_critic, rollouts)  # the storage goes back, with the new weights
-
-        env_steps = (j + 1) * run.steps_per_update
-        last = j == run.updates.stop - 1
-        stopping = collector.any_rank(stop.requested)
-        keep = args.save_history is not None and (j + 1) % args.save_history == 0
-        if run.lead and paths.checkpoint and (j % args.save_interval == 0 or last or stopping
-                                              or keep):
-            state = checkpoint_state(args, actor_critic, agent, collector, env_steps,
-                                     collector.normalizer_state(), run.discr)
-            try:
-                save_checkpoint(state, paths.checkpoint)
-                if keep:  # a permanent copy beside the latest (tmrl's model history)
-                    save_checkpoint(state, history_path(paths.checkpoint, env_steps))
-                run.saved_steps = env_steps
-            except CheckpointError as e:
-                # Stop rather than train on: what cannot be saved is lost however long the run
-                # goes on. The atomic write kept the previous checkpoint, which --resume continues.
-                say(f"{program()}: error: {e}; stopped at {env_steps:,} steps, "
-                    f"{left_behind(paths, run.saved_steps)}")
-                return 1
-        if stopping:
-            say(f"interrupted at {env_steps:,} steps; " + (
-                f"saved {paths.checkpoint}; --resume to continue" if paths.checkpoint
-                else "nothing saved (--save-dir is empty)"))
-            return stop.exit_status
-
-        returns = list(collector.episode_returns)
-        fps = int((env_steps - start_steps) / (time.time() - start_time))
-        progress.update(env_steps, fps, float(np.mean(returns)) if returns else float("nan"))
-        if run.lead and (j % args.log_interval == 0 or last):
-            row = progress_row(j, env_steps, fps, returns, losses, agent.stats,
-                               agent.optimizer.param_groups[0]["lr"], time.time() - start_time,
-                               **gail_stats, **collector.stats())
-            run.logs[0].log(row, env_steps)
-            say(format_report(row, len(returns)), sys.stdout)
-        due = (run.lead and args.eval_interval is not None and len(returns) > 1
-               and j % args.eval_interval == 0)
-        for row in collector.evaluations(actor_critic if due else None, j, env_steps, wait=last):
-            say(f" Evaluation at update {row['update']}: mean reward {row['mean_return']:.5f}",
-                sys.stdout)
-            run.logs[1].log(row, row["timesteps"])
-
-    if paths.checkpoint and run.saved_steps is not None:  # (the lead's: it saves)
-        say(f"done: {env_steps:,} steps; checkpoint {paths.checkpoint} ({run.saved_steps:,} steps)",
-            sys.stdout)
-    else:
-        progress.clear()
-    return 0
+        status = run.after_update(j, losses, reward_stats)  # check, stop?, save, log, evaluate
+        if status is not None:
+            return status
+    return run.done()
 
 
 if __name__ == "__main__":

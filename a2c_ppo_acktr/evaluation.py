@@ -1,9 +1,11 @@
-"""Acting without learning: ``run_episodes`` (the one act loop) and ``evaluate``.
+"""Acting without learning: ``run_episodes`` (the one act loop), ``evaluate`` and training's
+``Evaluations`` (``WorkerGroup.evaluations`` is the Ray workers' kind).
 
 ``evaluate`` (training's evaluation), ``enjoy.py`` (watching, recording videos) and
 ``gail_experts/generate.py`` (recording expert trajectories) all play through ``run_episodes``.
 """
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -92,3 +94,28 @@ def evaluate(actor_critic: Policy, obs_rms: dict | None, env_name: str, seed: in
     print(f" Evaluation using {len(episode_returns)} episodes: mean reward "
           f"{np.mean(episode_returns):.5f}")
     return episode_returns
+
+
+class Evaluations(Protocol):
+    """Training's evaluations, built beside its collector: ``evaluations(actor_critic, update,
+    env_steps, wait)`` evaluates ``actor_critic`` (None: nothing new) -> the result rows
+    (``evaluation_row``) finished by now, oldest first (``wait``: all of them)."""
+
+    def evaluations(self, actor_critic: Policy | None, update: int, env_steps: int,
+                    wait: bool = False) -> list[dict]: ...
+
+
+class InlineEvaluations:
+    """Evaluations in this process, at once: ``evaluate(actor_critic, obs_rms)`` -> episode
+    returns (e.g. a partial of ``evaluate``), with ``obs_rms()`` the training normalizer's
+    statistics as of then."""
+
+    def __init__(self, evaluate: Callable[[Policy, dict | None], list[float]],
+                 obs_rms: Callable[[], dict | None]) -> None:
+        self._evaluate, self._obs_rms = evaluate, obs_rms
+
+    def evaluations(self, actor_critic: Policy | None, update: int, env_steps: int,
+                    wait: bool = False) -> list[dict]:
+        if actor_critic is None:
+            return []
+        return [evaluation_row(update, env_steps, self._evaluate(actor_critic, self._obs_rms()))]

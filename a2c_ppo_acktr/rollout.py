@@ -10,16 +10,13 @@ asynchronously from pinned memory (``to_device``), and the only wait for it is t
 actions back to step the envs; the episode flags stay on the host, in numpy.
 """
 from collections import deque
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from a2c_ppo_acktr.envs import get_vec_normalize, normalizer_state
-from a2c_ppo_acktr.envs.state import Inexact, load_vec_env_state, vec_env_state
+from a2c_ppo_acktr.envs import normalizer_state
 from a2c_ppo_acktr.envs.torch_vec import to_device
-from a2c_ppo_acktr.evaluation import evaluation_row
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.realtime import mean_benchmarks
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -151,26 +148,23 @@ class Collector:
     ``collect_rollout`` in this process, between updates.
 
     Per update the loop calls ``rollouts = collect(actor_critic)``, trains on ``rollouts``, then
-    ``sync(actor_critic, rollouts)``, which hands the storage back with the new weights. The
-    subclasses (``DDPCollector``, ``AsyncCollector``, ``RayCollector``: docs/design.md, "Start-up
-    (`main.start`, once)") change where and when the envs are stepped, never what a rollout holds.
-    ``envs`` comes from ``make_vec_envs`` (or is a ``WorkerGroup``); its first observations go in
-    slot 0 of a storage of ``num_steps`` steps on ``device``. ``evaluate`` (e.g. a partial of
-    ``evaluation.evaluate``) is called as ``evaluate(actor_critic, obs_rms)`` -> episode returns.
+    ``sync(actor_critic, rollouts)``, which hands the storage back with the new weights; ``stats``
+    gives the progress log's columns, ``close`` ends it. The subclasses (``DDPCollector``,
+    ``AsyncCollector``, ``RayCollector``: docs/design.md, "Start-up (`main.start`, once)") change
+    where and when the envs are stepped, never what a rollout holds. ``envs`` comes from
+    ``make_vec_envs`` (or is a ``WorkerGroup``); its first observations go in slot 0 of a storage
+    of ``num_steps`` steps on ``device``. What an exact resume saves of it: ``run.resume``.
     """
 
     # Why this sampling mode cannot save and restore its envs' state (None: it can).
     inexact: str | None = None
-    _SLOT0 = ("obs", "recurrent_hidden_states", "masks", "bad_masks")
 
     def __init__(self, envs: Any, actor_critic: Policy, num_steps: int,
-                 use_proper_time_limits: bool, device: torch.device | str,
-                 evaluate: Callable[[Policy, dict | None], list[float]] | None = None) -> None:
+                 use_proper_time_limits: bool, device: torch.device | str) -> None:
         self.envs = envs
         self.num_envs: int = envs.num_envs
         self.observation_space, self.action_space = envs.observation_space, envs.action_space
         self.use_proper_time_limits = use_proper_time_limits
-        self._evaluate = evaluate
         self.episode_returns: deque[float] = deque(maxlen=10)  # raw, of the last episodes ended
         self.timeouts: list[int | None] = [None] * self.num_envs  # real-time envs: late steps
         obs = envs.reset()
@@ -182,50 +176,9 @@ class Collector:
         envs.pause()  # real-time envs hold still until the first step: the set-up took a while
 
     @property
-    def normalizer(self) -> Any:
-        """The learner's ``VecNormalize`` (for GAIL's discriminator inputs), or None."""
-        return get_vec_normalize(self.envs)
-
-    def normalizer_state(self) -> dict | None:
+    def obs_rms(self) -> dict | None:
         """The normalizer's statistics as of the end of the last rollout (checkpoints, evaluation)."""
         return normalizer_state(self.envs)
-
-    def resume_state(self) -> dict:
-        """What resuming exactly needs besides the weights and the normalizer's statistics, read
-        between updates as plain values: the envs' state, the storage's slot 0 (where the next
-        rollout starts) and the recent episode returns. ``{"inexact": why}`` where it cannot,
-        with the recent returns still: the log's mean of the last episodes goes on over them."""
-        returns = list(self.episode_returns)
-        try:
-            envs = vec_env_state(self.envs) if self.inexact is None else None
-        except Inexact as e:
-            return {"inexact": str(e), "episode_returns": returns}
-        if envs is None:
-            return {"inexact": self.inexact, "episode_returns": returns}
-        return {"envs": envs, "slot0": {k: getattr(self.rollouts, k)[0].cpu().clone()
-                                        for k in self._SLOT0},
-                "episode_returns": returns, "timeouts": list(self.timeouts)}
-
-    def load_resume_state(self, state: dict) -> str | None:
-        """Back to ``state`` (``resume_state``'s, of a run built alike and just started); ->
-        None, or why it cannot (the run then goes on from fresh episodes)."""
-        if self.inexact is not None or "inexact" in state:  # new episodes, the old ones' returns
-            self.episode_returns.extend(state.get("episode_returns", []))
-            return self.inexact or state["inexact"]
-        slot0 = state["slot0"]
-        if any(slot0[k].shape != getattr(self.rollouts, k)[0].shape for k in self._SLOT0):
-            return (f"the checkpoint holds {slot0['obs'].shape[0]} envs of observations "
-                    f"{tuple(slot0['obs'].shape[1:])}, this run {self.num_envs} of "
-                    f"{tuple(self.rollouts.obs.shape[2:])}")
-        try:
-            load_vec_env_state(self.envs, state["envs"])
-        except Inexact as e:
-            return str(e)
-        for k in self._SLOT0:
-            getattr(self.rollouts, k)[0].copy_(slot0[k])
-        self.episode_returns.extend(state["episode_returns"])
-        self.timeouts[:] = state["timeouts"]
-        return None
 
     def collect(self, actor_critic: Policy) -> RolloutStorage:
         """One rollout of ``num_steps`` x ``num_envs`` transitions by ``actor_critic``."""
@@ -240,11 +193,7 @@ class Collector:
         """After the update: the rollout's last state starts the next one."""
         rollouts.after_update()
 
-    def any_rank(self, flag: bool) -> bool:
-        """``flag`` of any learner process (one here): all stop together on Ctrl-C."""
-        return flag
-
-    def benchmarks(self) -> list[dict | None]:
+    def _benchmarks(self) -> list[dict | None]:
         """Per env: real-time timing statistics (``RealTimeEnv.benchmarks()``) or None."""
         return self.envs.benchmarks()
 
@@ -254,17 +203,8 @@ class Collector:
         row: dict[str, float] = {"timeouts": sum(t for t in self.timeouts if t is not None),
                "policy_lag": 0, "sampler_stalls": 0}
         if self.realtime:
-            row.update(mean_benchmarks(self.benchmarks()))
+            row.update(mean_benchmarks(self._benchmarks()))
         return row
-
-    def evaluations(self, actor_critic: Policy | None, update: int, env_steps: int,
-                    wait: bool = False) -> list[dict]:
-        """Evaluate ``actor_critic`` now (None: nothing new) -> the result rows finished by now
-        (``wait``: all of them; a ``RayCollector`` evaluates off the learner's path)."""
-        if actor_critic is None or self._evaluate is None:
-            return []
-        return [evaluation_row(update, env_steps,
-                               self._evaluate(actor_critic, self.normalizer_state()))]
 
     def close(self) -> None:
         self.envs.close()

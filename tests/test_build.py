@@ -61,12 +61,12 @@ def test_make_agent_refuses_an_unknown_algorithm():
 def test_build_run_makes_the_flags_envs_policy_and_agent(tmp_path):
     args = get_args(TINY + ["--algo", "ppo", "--hidden-size", "16", "--recurrent-policy"])
     paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
-    envs, policy, agent, discr, loader = build.build_run(args, paths, "cpu", None, rank=0)
+    envs, policy, agent, reward_model = build.build_run(args, paths, "cpu", None, rank=0)
     try:
         assert envs.num_envs == 2 and get_vec_normalize(envs) is not None
         assert policy.is_recurrent and policy.recurrent_hidden_state_size == 16
         assert isinstance(agent, PPO) and agent.actor_critic is policy
-        assert discr is None and loader is None
+        assert reward_model is None
     finally:
         envs.close()
 
@@ -98,7 +98,7 @@ def test_build_run_closes_its_envs_when_the_policy_does_not_fit(tmp_path, monkey
 def test_build_collector_picks_the_sampling_mode(tmp_path, flags, ddp, cls):
     args = get_args(TINY + ["--algo", "ppo"] + flags)
     paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
-    envs, policy, agent, _, _ = build.build_run(args, paths, "cpu", None, rank=0)
+    envs, policy, agent, _ = build.build_run(args, paths, "cpu", None, rank=0)
     collector = build.build_collector(args, paths, envs, policy, torch.device("cpu"), ddp,
                                       num_rollouts=2)
     try:

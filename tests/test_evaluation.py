@@ -4,7 +4,7 @@ import gymnasium as gym
 import torch
 
 from a2c_ppo_acktr.envs import DummyVecEnv, VecPyTorch, get_vec_normalize, make_env, make_vec_envs
-from a2c_ppo_acktr.evaluation import evaluate, run_episodes
+from a2c_ppo_acktr.evaluation import InlineEvaluations, evaluate, run_episodes
 from a2c_ppo_acktr.model import Policy
 
 
@@ -89,3 +89,16 @@ def test_evaluate_on_atari(tmp_path):
     returns = evaluate(policy, None, "PongNoFrameskip-v4", 0, 2, str(tmp_path), "cpu",
                        num_episodes=1)
     assert len(returns) == 1 and -21 <= returns[0] <= 21  # a whole game, unclipped score
+
+
+def test_inline_evaluations_evaluate_now_with_the_statistics_of_then():
+    """Training's evaluations in this process: nothing new for None, else one row at once,
+    evaluated with the normalizer's statistics read at that moment."""
+    seen, stats = [], {"n": 0}
+    evaluations = InlineEvaluations(lambda policy, obs_rms: seen.append((policy, obs_rms))
+                                    or [1.0, 3.0], lambda: dict(stats))
+    assert evaluations.evaluations(None, 0, 8, wait=True) == [] and seen == []
+    stats["n"] = 2
+    assert evaluations.evaluations("policy", 3, 32) == [
+        {"update": 3, "timesteps": 32, "episodes": 2, "mean_return": 2.0, "std_return": 1.0}]
+    assert seen == [("policy", {"n": 2})]

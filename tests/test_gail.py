@@ -10,7 +10,14 @@ import torch
 from gymnasium import spaces
 
 import main
-from a2c_ppo_acktr.algo.gail import Discriminator, ExpertDataset, GailError, expert_path
+from a2c_ppo_acktr.algo.gail import (
+    Discriminator,
+    ExpertDataset,
+    GailError,
+    GailReward,
+    expert_path,
+)
+from a2c_ppo_acktr.envs import Normalizer
 from a2c_ppo_acktr.evaluation import evaluate
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, save_checkpoint
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -138,6 +145,30 @@ def test_update_normalizes_expert_states_with_obsfilt():
     states = torch.randn(6, 3)
     discr.update([(states, torch.zeros(6, 2))], rollouts, obsfilt)
     np.testing.assert_array_equal(seen[0], states.numpy())
+
+
+def test_reward_model_trains_d_then_replaces_the_env_rewards_on_its_warm_up_schedule():
+    """GailReward: warm-up epochs while the normalizer learns, then the others with it frozen;
+    each step's reward becomes D's, with the rollout's masks and gamma."""
+    torch.manual_seed(0)
+    rollouts = RolloutStorage(4, 2, (3,), spaces.Discrete(2), 1)
+    rollouts.obs.normal_()
+    rollouts.rewards.fill_(7.0)
+    discr = Discriminator(OBS, spaces.Discrete(2))
+    epochs, update = [], discr.update
+    discr.update = lambda *a: (epochs.append(a[3]), update(*a))[1]
+    normalizer = Normalizer((3,))
+    model = GailReward(discr, [(torch.randn(4, 3), torch.zeros(4, 1, dtype=torch.long))],
+                       normalizer, gamma=0.9, warmup_updates=2, warmup_epochs=5, epochs=1)
+    stats = model(rollouts, 1)
+    assert epochs == [5] and normalizer.training and set(stats) >= {"gail_loss"}
+    calls, predict = [], discr.predict_reward
+    discr.predict_reward = lambda *a: (calls.append(a), predict(*a))[1] * 0 + len(calls)
+    model(rollouts, 2)
+    assert epochs == [5, 1] and not normalizer.training
+    assert [(c[0].data_ptr(), c[2], c[3].data_ptr()) for c in calls] == [
+        (rollouts.obs[t].data_ptr(), 0.9, rollouts.masks[t].data_ptr()) for t in range(4)]
+    assert rollouts.rewards[:, :, 0].tolist() == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]
 
 
 # ----------------------------------------------------------------------------- expert data

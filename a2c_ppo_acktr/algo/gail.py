@@ -1,5 +1,8 @@
 """Generative Adversarial Imitation Learning (Ho & Ermon 2016): a discriminator is the reward.
 
+``GailReward`` is the training loop's one view of it: an optional reward model called on each
+rollout between the bootstrap and the returns.
+
 D(s, a) = sigmoid(trunk([s, a])) learns to tell expert pairs (label 1) from the policy's (label
 0); the policy is trained by PPO / A2C on a reward that grows with D (docs/gail.md). Expert files
 (``gail_experts/``) are dicts loadable with ``torch.load(weights_only=True)``::
@@ -21,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from gymnasium import spaces
 
-from a2c_ppo_acktr.envs import RunningMeanStd
+from a2c_ppo_acktr.envs import Normalizer, RunningMeanStd
 from a2c_ppo_acktr.errors import ConfigError, GailError
 from a2c_ppo_acktr.storage import RolloutStorage
 from a2c_ppo_acktr.utils import env_file_name, save_atomic, space_shape
@@ -256,3 +259,33 @@ class Discriminator(nn.Module):
         self.optimizer.load_state_dict(d["optimizer"])
         self.ret_rms.load_state_dict(d["ret_rms"])
         self.returns = None if d["returns"] is None else d["returns"].to(self.trunk[0].weight.device)
+
+
+class GailReward:
+    """GAIL as the run's reward model: ``reward_model(rollouts, update)`` trains the discriminator
+    on the rollout, then puts its rewards in place of the env's; -> its statistics (``update``).
+
+    ``normalizer`` is the envs' (D's expert inputs are normalized as the rollout's were). For the
+    first ``warmup_updates`` updates D trains ``warmup_epochs`` epochs per rollout and the
+    normalizer keeps learning; then ``epochs`` epochs, with the normalizer frozen, as the
+    original: D's inputs keep one scale after warm-up.
+    """
+
+    def __init__(self, discr: Discriminator,
+                 expert_loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
+                 normalizer: Normalizer, gamma: float, warmup_updates: int, warmup_epochs: int,
+                 epochs: int) -> None:
+        self.discr, self.expert_loader, self.normalizer = discr, expert_loader, normalizer
+        self.gamma, self.warmup_updates = gamma, warmup_updates
+        self.warmup_epochs, self.epochs = warmup_epochs, epochs
+
+    def __call__(self, rollouts: RolloutStorage, update: int) -> dict[str, float]:
+        warm = update < self.warmup_updates
+        if not warm:
+            self.normalizer.eval()
+        stats = self.discr.update(self.expert_loader, rollouts, self.normalizer.normalize_obs,
+                                  self.warmup_epochs if warm else self.epochs)
+        for step in range(rollouts.num_steps):
+            rollouts.rewards[step] = self.discr.predict_reward(
+                rollouts.obs[step], rollouts.actions[step], self.gamma, rollouts.masks[step])
+        return stats

@@ -1,5 +1,5 @@
-"""What a run is made of: its envs, policy, agent and GAIL discriminator, restored from its
-checkpoint on --resume, and the collector that samples for it. Bad input raises a
+"""What a run is made of: its envs, policy, agent and reward model (GAIL's), restored from its
+checkpoint on --resume, the collector that samples for it and its evaluations. Bad input raises a
 ``ConfigError`` or ``CheckpointError`` with one line, the envs closed."""
 import argparse
 import functools
@@ -12,7 +12,7 @@ from a2c_ppo_acktr import algo, speed
 from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
-from a2c_ppo_acktr.evaluation import evaluate
+from a2c_ppo_acktr.evaluation import Evaluations, InlineEvaluations, evaluate
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.checkpoint import RunPaths, check_checkpoint
@@ -60,9 +60,9 @@ def kfac_settings(args: argparse.Namespace) -> dict[str, float | bool]:
             if getattr(args, name) is not None}
 
 
-def make_gail(args: argparse.Namespace, envs: RunEnvs, device: torch.device
-              ) -> tuple[gail.Discriminator, torch.utils.data.DataLoader]:
-    """GAIL's discriminator and expert batches (raw states); ``gail.GailError`` on bad input."""
+def make_gail(args: argparse.Namespace, envs: RunEnvs, device: torch.device) -> gail.GailReward:
+    """GAIL's reward model: its discriminator, expert batches (raw states) and schedule;
+    ``gail.GailError`` on bad input."""
     path = gail.expert_path(args.gail_experts_dir, args.env_name)
     discr = gail.Discriminator(envs.observation_space, envs.action_space, reward=args.gail_reward,
                                device=device)
@@ -77,7 +77,10 @@ def make_gail(args: argparse.Namespace, envs: RunEnvs, device: torch.device
           f"{', '.join(f'{r:.1f}' for r in dataset.expert_returns)}")
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.gail_batch_size, shuffle=True,
                                          drop_last=len(dataset) > args.gail_batch_size)
-    return discr, loader
+    normalizer = get_vec_normalize(envs)
+    assert normalizer is not None  # vector observations (the Discriminator's check) are normalized
+    return gail.GailReward(discr, loader, normalizer, args.gamma, args.gail_warmup_updates,
+                           args.gail_warmup_epoch, args.gail_epoch)
 
 
 def restore(args: argparse.Namespace, paths: RunPaths, resumed: dict, envs: RunEnvs,
@@ -104,8 +107,9 @@ def restore(args: argparse.Namespace, paths: RunPaths, resumed: dict, envs: RunE
 
 def build_run(args: argparse.Namespace, paths: RunPaths, device: torch.device,
               resumed: Optional[dict], rank: int) -> tuple:
-    """The run's envs, policy, agent and GAIL discriminator (restored from ``resumed``); bad input
-    raises ``ConfigError`` (or ``CheckpointError``), with the envs closed."""
+    """The run's envs, policy, agent and reward model (GAIL's, or None), restored from
+    ``resumed``; bad input raises ``ConfigError`` (or ``CheckpointError``), with the envs
+    closed."""
     env_steps = resumed["env_steps"] if resumed else 0
     try:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
@@ -129,11 +133,10 @@ def build_run(args: argparse.Namespace, paths: RunPaths, device: torch.device,
         actor_critic = make_policy(obs_shape, envs.action_space,
                                    run_policy_kwargs(args), device)
         agent = make_agent(args, actor_critic)
-        discr = expert_loader = None
-        if args.gail:
-            discr, expert_loader = make_gail(args, envs, device)
+        reward_model = make_gail(args, envs, device) if args.gail else None
         if resumed:
-            restore(args, paths, resumed, envs, actor_critic, agent, discr)
+            restore(args, paths, resumed, envs, actor_critic, agent,
+                    reward_model.discr if reward_model else None)
         if args.compile:  # compiled on first use: in the first rollout and the first update
             speed.compile_policy(actor_critic, device)
             speed.compile_agent(agent, device)
@@ -146,7 +149,7 @@ def build_run(args: argparse.Namespace, paths: RunPaths, device: torch.device,
     except BaseException:
         envs.close()
         raise
-    return envs, actor_critic, agent, discr, expert_loader
+    return envs, actor_critic, agent, reward_model
 
 
 def build_collector(args: argparse.Namespace, paths: RunPaths, envs: RunEnvs, actor_critic: Policy,
@@ -156,16 +159,26 @@ def build_collector(args: argparse.Namespace, paths: RunPaths, envs: RunEnvs, ac
     Ray workers (``--num-workers``, asynchronous or not: the workers decide), torchrun ranks,
     a sampler thread (``--async-rollouts``), or this process between updates.
     """
-    evaluate_fn = functools.partial(evaluate, env_name=args.env_name, seed=args.seed,
-                                    num_processes=args.num_processes, eval_log_dir=paths.eval_dir,
-                                    device=device, env_kwargs=args.env_kwargs)
     common = (args.num_steps, args.use_proper_time_limits, device)
     if args.num_workers:
-        return RayCollector(envs, actor_critic, *common, evaluate_fn)
+        return RayCollector(envs, actor_critic, *common)
     if ddp is not None:
-        return DDPCollector(ddp, envs, actor_critic, *common, evaluate_fn)
+        return DDPCollector(ddp, envs, actor_critic, *common)
     if args.async_rollouts:
         behaviour = make_policy(space_shape(envs.observation_space), envs.action_space,
                                 run_policy_kwargs(args), device)
-        return AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts, evaluate_fn)
-    return Collector(envs, actor_critic, *common, evaluate_fn)
+        return AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)
+    return Collector(envs, actor_critic, *common)
+
+
+def build_evaluations(args: argparse.Namespace, paths: RunPaths, collector: Collector,
+                      device: torch.device) -> Evaluations:
+    """Where ``--eval-interval``'s evaluations run, beside ``collector``: in the Ray workers'
+    Evaluator actor, off the learner's path, or in this process with the statistics of the
+    rollout last collected."""
+    if isinstance(collector.envs, WorkerGroup):
+        return collector.envs
+    evaluate_fn = functools.partial(evaluate, env_name=args.env_name, seed=args.seed,
+                                    num_processes=args.num_processes, eval_log_dir=paths.eval_dir,
+                                    device=device, env_kwargs=args.env_kwargs)
+    return InlineEvaluations(evaluate_fn, lambda: collector.obs_rms)

@@ -12,7 +12,6 @@ and when it pays: docs/scale-out.md, "Asynchronous rollouts".
 import copy
 import queue
 import threading
-from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
 import torch
@@ -24,7 +23,7 @@ from a2c_ppo_acktr.storage import RolloutStorage
 
 
 class _Stopped(Exception):
-    """Raised in the sampler thread by the next env step after ``AsyncCollector.stop()``."""
+    """Raised in the sampler thread by the next env step after ``AsyncCollector.close()``."""
 
 
 class _StoppableEnvs(VecEnvWrapper):
@@ -77,16 +76,16 @@ class AsyncCollector(Collector):
     inexact = "--async-rollouts: the sampler thread's envs are a rollout ahead of the saved weights"
 
     def __init__(self, envs: Any, actor_critic: Policy, behaviour: Policy, num_steps: int,
-                 use_proper_time_limits: bool, device: torch.device | str, num_rollouts: int,
-                 evaluate: Callable[[Policy, dict | None], list[float]] | None = None) -> None:
-        super().__init__(envs, actor_critic, num_steps, use_proper_time_limits, device, evaluate)
+                 use_proper_time_limits: bool, device: torch.device | str,
+                 num_rollouts: int) -> None:
+        super().__init__(envs, actor_critic, num_steps, use_proper_time_limits, device)
         self.behaviour = behaviour.requires_grad_(False)
         self.behaviour.load_state_dict(actor_critic.state_dict())
         self.policy_lag = 0   # of the rollout last given to the learner
         self.lags: list[int] = []  # of every rollout given, in order
         self.stalls = 0       # rollouts the sampler had to wait for a free buffer
-        self.obs_rms = normalizer_state(envs)
-        self._benchmarks = envs.benchmarks()
+        self._obs_rms = normalizer_state(envs)
+        self._last_benchmarks = envs.benchmarks()
         self._updates = 0
         self._stop = threading.Event()
         self._envs = _StoppableEnvs(envs, self._stop)
@@ -144,7 +143,7 @@ class AsyncCollector(Collector):
         added to ``episode_returns`` and ``timeouts``."""
         item = self._ready.get()
         if isinstance(item, BaseException):
-            self.stop()
+            self._stop_thread()
             raise item
         rollouts, info = item
         self.episode_returns.extend(info.episode_returns)
@@ -153,7 +152,7 @@ class AsyncCollector(Collector):
                 self.timeouts[i] = t
         self.policy_lag = self._updates - info.version
         self.lags.append(self.policy_lag)
-        self.obs_rms, self._benchmarks = info.obs_rms, info.benchmarks
+        self._obs_rms, self._last_benchmarks = info.obs_rms, info.benchmarks
         return rollouts
 
     def sync(self, actor_critic: Policy, rollouts: RolloutStorage) -> None:
@@ -162,22 +161,23 @@ class AsyncCollector(Collector):
         weights = {k: v.detach().clone() for k, v in actor_critic.state_dict().items()}
         self._free.put((rollouts, weights, self._updates))
 
-    def normalizer_state(self) -> dict | None:
+    @property
+    def obs_rms(self) -> dict | None:
         """As of the end of the rollout last given: the thread keeps updating the live one."""
-        return self.obs_rms
+        return self._obs_rms
 
-    def benchmarks(self) -> list[dict | None]:
-        return list(self._benchmarks)
+    def _benchmarks(self) -> list[dict | None]:
+        return list(self._last_benchmarks)
 
     def stats(self) -> dict:
         return {**super().stats(), "policy_lag": self.policy_lag, "sampler_stalls": self.stalls}
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def _stop_thread(self, timeout: float = 10.0) -> None:
         """Stop the thread (within one env step) and wait for it; the envs stay open."""
         self._stop.set()
         self._free.put(None)
         self._thread.join(timeout)
 
     def close(self) -> None:
-        self.stop()
+        self._stop_thread()
         super().close()

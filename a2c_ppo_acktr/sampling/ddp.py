@@ -151,6 +151,3 @@ class DDPCollector(Collector):
         rollouts = super().collect(actor_critic)
         self.ddp.sync_normalizer(self.envs)  # all ranks' statistics merged, as one normalizer's
         return rollouts
-
-    def any_rank(self, flag: bool) -> bool:
-        return self.ddp.any(flag)

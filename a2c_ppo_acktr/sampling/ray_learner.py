@@ -280,8 +280,3 @@ class RayCollector(Collector):
 
     def stats(self) -> dict:
         return {**super().stats(), "policy_lag": self.envs.policy_lag}
-
-    def evaluations(self, actor_critic: Policy | None, update: int, env_steps: int,
-                    wait: bool = False) -> list[dict]:
-        """In the group's Evaluator actor, off the learner's path; rows come back when done."""
-        return self.envs.evaluations(actor_critic, update, env_steps, wait)

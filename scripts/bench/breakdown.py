@@ -53,8 +53,8 @@ from a2c_ppo_acktr.envs.native import NativeVecEnv
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv
+from a2c_ppo_acktr.evaluation import InlineEvaluations
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -64,7 +64,7 @@ MAIN = os.path.join(fps.ROOT, "main.py")
 PARTS = ("env", "normalize", "to-device", "to-host", "act", "storage", "bootstrap", "returns",
          "update", "log", "checkpoint", "eval", "wait")
 # (object, attribute, part): the functions timed. Module-level functions are patched where the
-# caller looks them up; main.py's own imports are patched in its globals (``instrument``).
+# caller looks them up; main.py's and run/life.py's imports in their globals (``instrument``).
 TIMED = [
     *[(cls, name, "env") for cls in (DummyVecEnv, ShmemVecEnv, NativeVecEnv, AleVecEnv)
       for name in ("step", "recv", "send") if name in vars(cls)],
@@ -78,7 +78,7 @@ TIMED = [
     (A2C_ACKTR, "update", "update"),
     (ScalarLogger, "log", "log"),
     (ProgressLine, "update", "log"),
-    (Collector, "evaluations", "eval"),
+    (InlineEvaluations, "evaluations", "eval"),
     (AsyncCollector, "collect", "wait"),
 ]
 MAIN_TIMED = {"_store": "storage", "progress_row": "log", "format_report": "log",
@@ -116,9 +116,11 @@ def instrument(timer: Timer, main_globals: dict) -> None:
     import a2c_ppo_acktr.rollout as rollout
     rollout._store = timer.wrap(rollout._store, "storage")
     rollout.to_device = timer.wrap(rollout.to_device, "to-device")
+    import a2c_ppo_acktr.run.life as life
     for name, part in MAIN_TIMED.items():
-        if name in main_globals:
-            main_globals[name] = timer.wrap(main_globals[name], part)
+        for where in (main_globals, vars(life)):
+            if name in where:
+                where[name] = timer.wrap(where[name], part)
 
 
 def import_seconds() -> float:

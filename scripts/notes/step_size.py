@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as log_dir:
         paths = RunPaths(log_dir, log_dir, opts.checkpoint)
         try:
-            envs, policy, agent, _, _ = build_run(args, paths, torch.device("cpu"), ckpt, 0)
+            envs, policy, agent, _ = build_run(args, paths, torch.device("cpu"), ckpt, 0)
         except Error as e:
             fail(str(e))
         if ckpt is not None and getattr(agent, "kfac", None) is not None:  # flags over saved
