@@ -11,6 +11,7 @@ import torch
 from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 from a2c_ppo_acktr.algo.ppo import ADVANTAGE_NORMS
+from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.errors import Error, program
 from a2c_ppo_acktr.model import ACTIVATIONS, INITS, PRECISIONS
@@ -18,6 +19,7 @@ from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.checks import check_args, parse_env_kwargs
 from a2c_ppo_acktr.run.checks import count as _count
 from a2c_ppo_acktr.run.config import resolve
+from a2c_ppo_acktr.run.settings import config_from_args
 from a2c_ppo_acktr.run.tracking import check_outputs
 from a2c_ppo_acktr.speed import bf16_missing
 
@@ -251,3 +253,8 @@ def get_args(argv: Optional[list[str]] = None,
     if args.precision == "bf16" and (missing := bf16_missing(args.cuda)):
         fail(f"--precision bf16 needs {missing}")  # it would be emulated: slower than fp32
     return args
+
+
+def get_config(argv: Optional[list[str]] = None, parser: Optional[Parser] = None) -> Config:
+    """main.py's frozen configuration: ``config_from_args(get_args(argv, parser))``."""
+    return config_from_args(get_args(argv, parser))
