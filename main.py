@@ -25,11 +25,12 @@ import numpy as np
 import torch
 
 from a2c_ppo_acktr.algo import Agent
+from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs.single import check_env_id
 from a2c_ppo_acktr.errors import CheckpointError, Error, allocation_failure, failure_line, program
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.run.arguments import fail, get_args, warn
+from a2c_ppo_acktr.run.arguments import fail, get_config, warn
 from a2c_ppo_acktr.run.build import build_collector, build_run
 from a2c_ppo_acktr.run.checkpoint import (
     RunPaths,
@@ -39,7 +40,7 @@ from a2c_ppo_acktr.run.checkpoint import (
     run_paths,
     save_checkpoint,
 )
-from a2c_ppo_acktr.run.config import whole_updates, write_config
+from a2c_ppo_acktr.run.config import write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
 from a2c_ppo_acktr.run.resume import resume_exactly
@@ -83,11 +84,11 @@ class Run:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    args = get_args(argv)
+    cfg = get_config(argv)
     keep_freed_memory()  # each update would otherwise fault its tensors' pages in afresh
     with StopRequest() as stop:  # Ctrl-C / SIGTERM: finish the update, save, exit 130 / 143
         try:
-            run = start(args, stop)
+            run = start(cfg, stop)
         except Error as e:  # bad input found while building: one line, nothing left on disk
             fail(str(e))
         except Interrupted as e:  # a signal while building: undone, one line
@@ -104,7 +105,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                  "memory")
         status = None
         try:
-            status = train(args, run, stop)
+            status = train(cfg, run, stop)
             return status
         except (Error, OSError) as e:  # e.g. a log that cannot be written: one line
             if (what := failure_line(e)) is None:
@@ -122,60 +123,60 @@ def main(argv: Optional[list[str]] = None) -> int:
                 abandon(run.paths, run.created, resumed=False)
 
 
-def start(args, stop: StopRequest) -> Run:
+def start(cfg: Config, stop: StopRequest) -> Run:
     """Check the inputs (``Error`` when bad, before anything is on disk), then build the run:
     directories, envs, policy, agent, restored on --resume, and the collector. A signal
     meanwhile (``stop``) undoes what was built and raises ``Interrupted``."""
-    ddp = DDP.from_env(args)  # under torchrun: this process is one rank of one learner
+    ddp = DDP.from_env(cfg.run.cuda)  # under torchrun: this process is one rank of one learner
     rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)
 
     def stop_if_asked() -> None:  # all ranks at the same points, as they stop together
         stop.check(ddp.any(stop.requested) if ddp else None)
 
-    paths = run_paths(args)
+    paths = run_paths(cfg.run)
     if lead:
-        check_run(args, paths)
-    check_env_id(args.env_name)
+        check_run(cfg.run, paths)
+    check_env_id(cfg.env.env_name)
     try:
-        resumed = load_checkpoint(paths.checkpoint) if args.resume else None
+        resumed = load_checkpoint(paths.checkpoint) if cfg.run.resume else None
     except CheckpointError as e:
         raise CheckpointError(f"--resume: {e}") from None
     env_steps = resumed["env_steps"] if resumed else 0
-    if resumed and env_steps >= whole_updates(args):
+    if resumed and env_steps >= cfg.run.whole_steps:
         raise NothingLeft(f"nothing to train: {paths.checkpoint} already holds {env_steps:,} "
-                          f"steps, --num-env-steps {args.num_env_steps:,}; a larger "
+                          f"steps, --num-env-steps {cfg.run.num_env_steps:,}; a larger "
                           "--num-env-steps continues the run")
 
     # Seeds the CUDA generators too, lazily: a CPU run never initializes CUDA.
-    torch.manual_seed(args.seed + rank)  # ranks sample apart; all start from rank 0's weights
-    np.random.seed(args.seed)
-    if args.cuda and args.cuda_deterministic:
+    torch.manual_seed(cfg.run.seed + rank)  # ranks sample apart; all start from rank 0's weights
+    np.random.seed(cfg.run.seed)
+    if cfg.run.cuda and cfg.run.cuda_deterministic:
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    device = ddp.device if ddp else torch.device("cuda:0" if args.cuda else "cpu")
+    device = ddp.device if ddp else torch.device("cuda:0" if cfg.run.cuda else "cpu")
 
     # Inputs are valid: from here on this run's directories exist, until it fails to start.
     stop_if_asked()
-    created = make_run_dirs(args, paths, resumed) if lead else []
+    created = make_run_dirs(cfg.run, paths, resumed) if lead else []
     if ddp:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
     envs = collector = None
     try:
-        envs, actor_critic, agent, discr, expert_loader = build_run(args, paths, device, resumed,
+        envs, actor_critic, agent, discr, expert_loader = build_run(cfg, paths, device, resumed,
                                                                     rank)
         stop_if_asked()
         if lead:
-            write_config(args.config, paths.log_dir)
+            write_config(cfg.record, paths.log_dir)
         if ddp:
             ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
             if resumed and rank:
-                torch.manual_seed(args.seed + rank + env_steps)  # the saved RNG state is rank 0's
-        steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
-        updates = range(env_steps // steps_per_update, args.num_env_steps // steps_per_update)
-        collector = build_collector(args, paths, envs, actor_critic, device, ddp, len(updates))
+                torch.manual_seed(cfg.run.seed + rank + env_steps)  # the saved RNG state is rank 0's
+        steps_per_update = cfg.sampling.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
+        updates = range(env_steps // steps_per_update, cfg.run.num_env_steps // steps_per_update)
+        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates))
         inexact = resume_exactly(collector, resumed) if resumed else None
         stop_if_asked()
-        tracker = start_tracking(args, paths) if lead else None  # last: it cannot be undone
+        tracker = start_tracking(cfg.run, cfg.record, paths) if lead else None  # last: it cannot be undone
     except BaseException:
         if collector is not None:  # closes the envs too
             collector.close()
@@ -186,9 +187,9 @@ def start(args, stop: StopRequest) -> Run:
         raise
     logs = []
     if lead:  # the run has started: what it should know, then where its files go
-        for warning in args.warnings:
+        for warning in cfg.warnings:
             warn(warning)
-        for note in args.notes:  # the recipe's values, or what a resumed run changed
+        for note in cfg.notes:  # the recipe's values, or what a resumed run changed
             print(note, flush=True)
         if inexact:
             warn(f"--resume continues approximately, from new episodes: {inexact}")
@@ -196,34 +197,34 @@ def start(args, stop: StopRequest) -> Run:
               f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
         total = updates.stop * steps_per_update
         print(f"training {total:,} steps: {updates.stop:,} updates of {steps_per_update:,}"
-              + (f" (--num-env-steps {args.num_env_steps:,} rounded down to whole updates)"
-                 if total != args.num_env_steps else "")
+              + (f" (--num-env-steps {cfg.run.num_env_steps:,} rounded down to whole updates)"
+                 if total != cfg.run.num_env_steps else "")
               + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
-        logs = [ScalarLogger(paths.log_dir, append=bool(resumed), hparams=args.config,
+        logs = [ScalarLogger(paths.log_dir, append=bool(resumed), hparams=cfg.record,
                              also=tracker.log if tracker else None),
                 ScalarLogger(paths.eval_dir, "eval.csv", tensorboard=False, append=bool(resumed),
                              also=functools.partial(tracker.log, prefix="eval/") if tracker else None)
-                if args.eval_interval is not None else None]
+                if cfg.run.eval_interval is not None else None]
     gail = None if discr is None else functools.partial(
-        gail_rewards, args, discr, expert_loader, collector.normalizer)
+        gail_rewards, cfg, discr, expert_loader, collector.normalizer)
     return Run(paths, lead, collector, actor_critic, agent, discr, gail, updates, steps_per_update,
                logs, ddp.close if ddp else lambda: None, tracker,
                created=created, saved_steps=env_steps if resumed else None)
 
 
-def gail_rewards(args, discr, expert_loader, normalizer, rollouts, update: int) -> dict:
+def gail_rewards(cfg: Config, discr, expert_loader, normalizer, rollouts, update: int) -> dict:
     """Train the discriminator on this rollout, then put its rewards in place of the env's."""
-    if update >= args.gail_warmup_updates:
+    if update >= cfg.gail.warmup_updates:
         normalizer.eval()  # as the original: D's inputs keep one scale after warm-up
-    epochs = args.gail_warmup_epoch if update < args.gail_warmup_updates else args.gail_epoch
+    epochs = cfg.gail.warmup_epoch if update < cfg.gail.warmup_updates else cfg.gail.epoch
     stats = discr.update(expert_loader, rollouts, normalizer.normalize_obs, epochs)
-    for step in range(args.num_steps):
+    for step in range(cfg.sampling.num_steps):
         rollouts.rewards[step] = discr.predict_reward(
-            rollouts.obs[step], rollouts.actions[step], args.gamma, rollouts.masks[step])
+            rollouts.obs[step], rollouts.actions[step], cfg.returns.gamma, rollouts.masks[step])
     return stats
 
 
-def train(args, run: Run, stop: StopRequest) -> int:
+def train(cfg: Config, run: Run, stop: StopRequest) -> int:
     """The algorithm box; -> the exit status (0, 1 on a failure mid-run, 128 + signal)."""
     collector, actor_critic, agent, paths = run.collector, run.actor_critic, run.agent, run.paths
     progress = ProgressLine(run.updates.stop * run.steps_per_update, enabled=run.lead)
@@ -244,14 +245,13 @@ def train(args, run: Run, stop: StopRequest) -> int:
             next_value = actor_critic.get_value(
                 rollouts.obs[-1], rollouts.recurrent_hidden_states[-1], rollouts.masks[-1])
         gail_stats = run.gail(rollouts, j) if run.gail else {}  # D's reward replaces the env's
-        rollouts.compute_returns(next_value, args.use_gae, args.gamma, args.gae_lambda,
-                                 args.use_proper_time_limits)
+        rollouts.compute_returns(next_value, cfg.returns)
         losses = agent.update(rollouts)
         if not all(math.isfinite(x) for x in losses):
             say(f"{program()}: error: non-finite loss at update {j} (value {losses[0]}, action "
                 f"{losses[1]}, entropy {losses[2]}); stopped, {left_behind(paths, run.saved_steps)}")
             return 1
-        if args.compile and j == run.updates.start:  # both compiled by now: say for how long
+        if cfg.run.compile and j == run.updates.start:  # both compiled by now: say for how long
             say(f"torch.compile: {compile_seconds():.1f} s compiling the act step and the update",
                 sys.stdout)
         collector.sync(actor_critic, rollouts)  # the storage goes back, with the new weights
@@ -259,10 +259,10 @@ def train(args, run: Run, stop: StopRequest) -> int:
         env_steps = (j + 1) * run.steps_per_update
         last = j == run.updates.stop - 1
         stopping = collector.any_rank(stop.requested)
-        keep = args.save_history is not None and (j + 1) % args.save_history == 0
-        if run.lead and paths.checkpoint and (j % args.save_interval == 0 or last or stopping
+        keep = cfg.run.save_history is not None and (j + 1) % cfg.run.save_history == 0
+        if run.lead and paths.checkpoint and (j % cfg.run.save_interval == 0 or last or stopping
                                               or keep):
-            state = checkpoint_state(args, actor_critic, agent, collector, env_steps,
+            state = checkpoint_state(cfg, actor_critic, agent, collector, env_steps,
                                      collector.normalizer_state(), run.discr)
             try:
                 save_checkpoint(state, paths.checkpoint)
@@ -284,14 +284,14 @@ def train(args, run: Run, stop: StopRequest) -> int:
         returns = list(collector.episode_returns)
         fps = int((env_steps - start_steps) / (time.time() - start_time))
         progress.update(env_steps, fps, float(np.mean(returns)) if returns else float("nan"))
-        if run.lead and (j % args.log_interval == 0 or last):
+        if run.lead and (j % cfg.run.log_interval == 0 or last):
             row = progress_row(j, env_steps, fps, returns, losses, agent.stats,
                                agent.optimizer.param_groups[0]["lr"], time.time() - start_time,
                                **gail_stats, **collector.stats())
             run.logs[0].log(row, env_steps)
             say(format_report(row, len(returns)), sys.stdout)
-        due = (run.lead and args.eval_interval is not None and len(returns) > 1
-               and j % args.eval_interval == 0)
+        due = (run.lead and cfg.run.eval_interval is not None and len(returns) > 1
+               and j % cfg.run.eval_interval == 0)
         for row in collector.evaluations(actor_critic if due else None, j, env_steps, wait=last):
             say(f" Evaluation at update {row['update']}: mean reward {row['mean_return']:.5f}",
                 sys.stdout)
