@@ -19,12 +19,13 @@ import functools
 import numpy as np
 import torch
 
+from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs.single import check_env_id
 from a2c_ppo_acktr.errors import CheckpointError, Error, allocation_failure, failure_line, program
-from a2c_ppo_acktr.run.arguments import fail, get_args, warn
+from a2c_ppo_acktr.run.arguments import fail, get_config, warn
 from a2c_ppo_acktr.run.build import build_collector, build_evaluations, build_run
 from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths
-from a2c_ppo_acktr.run.config import whole_updates, write_config
+from a2c_ppo_acktr.run.config import write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.life import Run, open_logs
 from a2c_ppo_acktr.run.resume import resume_exactly
@@ -39,11 +40,11 @@ class NothingLeft(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = get_args(argv)
+    cfg = get_config(argv)
     keep_freed_memory()  # each update would otherwise fault its tensors' pages in afresh
     with StopRequest() as stop:  # Ctrl-C / SIGTERM: finish the update, save, exit 130 / 143
         try:
-            run = start(args, stop)
+            run = start(cfg, stop)
         except Error as e:  # bad input found while building: one line, nothing left on disk
             fail(str(e))
         except Interrupted as e:  # a signal while building: undone, one line
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                  "memory")
         status = None
         try:
-            status = train(args, run)
+            status = train(cfg, run)
             return status
         except (Error, OSError) as e:  # e.g. a log that cannot be written: one line
             if (what := failure_line(e)) is None:
@@ -78,60 +79,60 @@ def main(argv: list[str] | None = None) -> int:
                 abandon(run.paths, run.created, resumed=False)
 
 
-def start(args, stop: StopRequest) -> Run:
+def start(cfg: Config, stop: StopRequest) -> Run:
     """Check the inputs (``Error`` when bad, before anything is on disk), then build the run:
     directories, envs, policy, agent, restored on --resume, and the collector. A signal
     meanwhile (``stop``) undoes what was built and raises ``Interrupted``."""
-    ddp = DDP.from_env(args)  # under torchrun: this process is one rank of one learner
+    ddp = DDP.from_env(cfg.run.cuda)  # under torchrun: this process is one rank of one learner
     rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)
 
     def stop_if_asked() -> None:  # all ranks at the same points, as they stop together
         stop.check(ddp.any(stop.requested) if ddp else None)
 
-    paths = run_paths(args)
+    paths = run_paths(cfg.run)
     if lead:
-        check_run(args, paths)
-    check_env_id(args.env_name)
+        check_run(cfg.run, paths)
+    check_env_id(cfg.env.env_name)
     try:
-        resumed = load_checkpoint(paths.checkpoint) if args.resume else None
+        resumed = load_checkpoint(paths.checkpoint) if cfg.run.resume else None
     except CheckpointError as e:
         raise CheckpointError(f"--resume: {e}") from None
     env_steps = resumed["env_steps"] if resumed else 0
-    if resumed and env_steps >= whole_updates(args):
+    if resumed and env_steps >= cfg.run.whole_steps:
         raise NothingLeft(f"nothing to train: {paths.checkpoint} already holds {env_steps:,} "
-                          f"steps, --num-env-steps {args.num_env_steps:,}; a larger "
+                          f"steps, --num-env-steps {cfg.run.num_env_steps:,}; a larger "
                           "--num-env-steps continues the run")
 
     # Seeds the CUDA generators too, lazily: a CPU run never initializes CUDA.
-    torch.manual_seed(args.seed + rank)  # ranks sample apart; all start from rank 0's weights
-    np.random.seed(args.seed)
-    if args.cuda and args.cuda_deterministic:
+    torch.manual_seed(cfg.run.seed + rank)  # ranks sample apart; all start from rank 0's weights
+    np.random.seed(cfg.run.seed)
+    if cfg.run.cuda and cfg.run.cuda_deterministic:
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    device = ddp.device if ddp else torch.device("cuda:0" if args.cuda else "cpu")
+    device = ddp.device if ddp else torch.device("cuda:0" if cfg.run.cuda else "cpu")
 
     # Inputs are valid: from here on this run's directories exist, until it fails to start.
     stop_if_asked()
-    created = make_run_dirs(args, paths, resumed) if lead else []
+    created = make_run_dirs(cfg.run, paths, resumed) if lead else []
     if ddp:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
     envs = collector = None
     try:
-        envs, actor_critic, agent, reward_model = build_run(args, paths, device, resumed, rank)
+        envs, actor_critic, agent, reward_model = build_run(cfg, paths, device, resumed, rank)
         stop_if_asked()
         if lead:
-            write_config(args.config, paths.log_dir)
+            write_config(cfg.record, paths.log_dir)
         if ddp:
             ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
             if resumed and rank:
-                torch.manual_seed(args.seed + rank + env_steps)  # the saved RNG state is rank 0's
-        steps_per_update = args.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
-        updates = range(env_steps // steps_per_update, args.num_env_steps // steps_per_update)
-        collector = build_collector(args, paths, envs, actor_critic, device, ddp, len(updates))
-        evaluator = build_evaluations(args, paths, collector, device)
+                torch.manual_seed(cfg.run.seed + rank + env_steps)  # the saved RNG state is rank 0's
+        steps_per_update = cfg.sampling.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
+        updates = range(env_steps // steps_per_update, cfg.run.num_env_steps // steps_per_update)
+        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates))
+        evaluator = build_evaluations(cfg, paths, collector, device)
         inexact = resume_exactly(collector, resumed) if resumed else None
         stop_if_asked()
-        tracker = start_tracking(args, paths) if lead else None  # last: it cannot be undone
+        tracker = start_tracking(cfg.run, cfg.record, paths) if lead else None  # last: it cannot be undone
     except BaseException:
         if collector is not None:  # closes the envs too
             collector.close()
@@ -142,9 +143,9 @@ def start(args, stop: StopRequest) -> Run:
         raise
     logs = []
     if lead:  # the run has started: what it should know, then where its files go
-        for warning in args.warnings:
+        for warning in cfg.warnings:
             warn(warning)
-        for note in args.notes:  # the recipe's values, or what a resumed run changed
+        for note in cfg.notes:  # the recipe's values, or what a resumed run changed
             print(note, flush=True)
         if inexact:
             warn(f"--resume continues approximately, from new episodes: {inexact}")
@@ -152,21 +153,21 @@ def start(args, stop: StopRequest) -> Run:
               f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
         total = updates.stop * steps_per_update
         print(f"training {total:,} steps: {updates.stop:,} updates of {steps_per_update:,}"
-              + (f" (--num-env-steps {args.num_env_steps:,} rounded down to whole updates)"
-                 if total != args.num_env_steps else "")
+              + (f" (--num-env-steps {cfg.run.num_env_steps:,} rounded down to whole updates)"
+                 if total != cfg.run.num_env_steps else "")
               + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
-        logs = open_logs(paths, bool(resumed), args.config, args.eval_interval is not None,
+        logs = open_logs(paths, bool(resumed), cfg.record, cfg.run.eval_interval is not None,
                          tracker)
     return Run(paths, lead, collector, actor_critic, agent, reward_model, updates,
                steps_per_update, evaluator, stop=stop, ddp=ddp,
-               state=functools.partial(checkpoint_state, args, actor_critic, agent, collector),
-               log_interval=args.log_interval, save_interval=args.save_interval,
-               save_history=args.save_history, eval_interval=args.eval_interval,
-               compiled=args.compile, logs=logs, tracker=tracker, created=created,
+               state=functools.partial(checkpoint_state, cfg, actor_critic, agent, collector),
+               log_interval=cfg.run.log_interval, save_interval=cfg.run.save_interval,
+               save_history=cfg.run.save_history, eval_interval=cfg.run.eval_interval,
+               compiled=cfg.run.compile, logs=logs, tracker=tracker, created=created,
                saved_steps=env_steps if resumed else None)
 
 
-def train(args, run: Run) -> int:
+def train(cfg: Config, run: Run) -> int:
     """The algorithm box; -> the exit status (0, 1 on a failure mid-run, 128 + signal)."""
     collector, actor_critic, agent = run.collector, run.actor_critic, run.agent
     for j in run.updates:
@@ -179,8 +180,7 @@ def train(args, run: Run) -> int:
                 rollouts.obs[-1], rollouts.recurrent_hidden_states[-1], rollouts.masks[-1])
         # GAIL: the discriminator, trained on this rollout, rewards it in place of the env
         reward_stats = run.reward_model(rollouts, j) if run.reward_model else {}
-        rollouts.compute_returns(next_value, args.use_gae, args.gamma, args.gae_lambda,
-                                 args.use_proper_time_limits)
+        rollouts.compute_returns(next_value, cfg.returns)
         losses = agent.update(rollouts)
         collector.sync(actor_critic, rollouts)  # the storage goes back, with the new weights
         status = run.after_update(j, losses, reward_stats)  # check, stop?, save, log, evaluate

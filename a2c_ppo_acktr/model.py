@@ -1,5 +1,4 @@
 """The actor-critic: ``Policy`` = a base network (CNN or MLP, optionally with a GRU) + an action head."""
-import argparse
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -10,6 +9,7 @@ import torch
 import torch.nn as nn
 from gymnasium import spaces
 
+from a2c_ppo_acktr.config import PolicyConfig
 from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import init
@@ -20,19 +20,18 @@ PRECISIONS = ("fp32", "bf16")
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
-def policy_kwargs(args: argparse.Namespace) -> dict:
-    """``Policy`` keyword arguments from parsed ``main.py`` flags (or a checkpoint's copy of them).
-
-    Unset ``--hidden-size`` / ``--activation`` keep each base's own default.
-    """
-    base_kwargs = {"recurrent": args.recurrent_policy}
-    for name in ("hidden_size", "activation"):
-        if getattr(args, name, None) is not None:
-            base_kwargs[name] = getattr(args, name)
-    kwargs = {"base_kwargs": base_kwargs, "log_std_init": getattr(args, "log_std_init", 0.0),
-              "init": getattr(args, "init", "orthogonal"),
-              "action_mean_gain": getattr(args, "action_mean_gain", 1.0)}
-    if getattr(args, "value_norm", False):  # only when on: older versions load the rest
+def policy_kwargs(cfg: PolicyConfig) -> dict:
+    """``Policy`` keyword arguments of the network's shape (not ``precision``: how it computes),
+    as checkpoints keep them. Unset ``--hidden-size`` / ``--activation`` keep each base's own
+    default."""
+    base_kwargs: dict = {"recurrent": cfg.recurrent}
+    if cfg.hidden_size is not None:
+        base_kwargs["hidden_size"] = cfg.hidden_size
+    if cfg.activation is not None:
+        base_kwargs["activation"] = cfg.activation
+    kwargs = {"base_kwargs": base_kwargs, "log_std_init": cfg.log_std_init, "init": cfg.init,
+              "action_mean_gain": cfg.action_mean_gain}
+    if cfg.value_norm:  # only when on: older versions load the rest
         kwargs["value_norm"] = True
     return kwargs
 

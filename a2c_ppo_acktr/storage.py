@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.config import ReturnsConfig
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.utils import space_shape
 
@@ -70,7 +70,7 @@ class RolloutStorage:
         self.step = 0
         self._host = self._host_views()
         # compute_returns' (use_gae, gamma, gae_lambda, use_proper_time_limits), for recompute_returns
-        self.returns_settings: tuple[bool, float, float, bool] | None = None
+        self.returns_settings: ReturnsConfig | None = None  # the last compute_returns'
 
     _fields = ("obs", "recurrent_hidden_states", "rewards", "value_preds", "returns",
                "action_log_probs", "bootstrap_values", "actions", "masks", "bad_masks")
@@ -136,9 +136,11 @@ class RolloutStorage:
         nxt.masks[0].copy_(self.masks[-1])
         nxt.bad_masks[0].copy_(self.bad_masks[-1])
 
-    def compute_returns(self, next_value: torch.Tensor, use_gae: bool, gamma: float,
-                        gae_lambda: float, use_proper_time_limits: bool = True) -> None:
-        """Fill ``returns`` (T+1, N, 1) from rewards, values and ``next_value`` (N, 1).
+    def compute_returns(self, next_value: torch.Tensor, use_gae: bool | ReturnsConfig,
+                        gamma: float | None = None, gae_lambda: float | None = None,
+                        use_proper_time_limits: bool = True) -> None:
+        """Fill ``returns`` (T+1, N, 1) from rewards, values and ``next_value`` (N, 1), with the
+        settings given one by one or as one ``ReturnsConfig`` (in place of ``use_gae``).
 
         The value after step t is V(s_{t+1}) if the episode goes on (masks[t+1] = 1), 0 if it
         terminated, and, with ``use_proper_time_limits``, the value of its real final observation
@@ -146,7 +148,12 @@ class RolloutStorage:
         termination. (The original bootstrapped from the step's own value estimate instead:
         docs/details.md, "How episodes end: masks, bad_masks and truncation".)
         """
-        self.returns_settings = (use_gae, gamma, gae_lambda, use_proper_time_limits)
+        if not isinstance(use_gae, ReturnsConfig):
+            assert gamma is not None and gae_lambda is not None, "gamma and gae_lambda, or a ReturnsConfig"
+            use_gae = ReturnsConfig(use_gae, gamma, gae_lambda, use_proper_time_limits)
+        self.returns_settings = settings = use_gae
+        use_gae, gamma, gae_lambda = settings.use_gae, settings.gamma, settings.gae_lambda
+        use_proper_time_limits = settings.use_proper_time_limits
         self.value_preds[-1] = next_value
         self.returns[-1] = next_value
         masks = self.masks[1:]
@@ -180,7 +187,7 @@ class RolloutStorage:
         through the network at a time: Atari's first conv output stays under the 32 MB above
         which malloc maps (and page-faults) each allocation afresh (``speed.keep_freed_memory``)."""
         if actor_critic.is_recurrent:
-            raise ConfigError("recomputing the values needs a feed-forward policy, not a "
+            raise ValueError("recomputing the values needs a feed-forward policy, not a "
                               "recurrent one")
         if self.returns_settings is None:
             raise RuntimeError("recompute_returns needs a compute_returns first (its settings)")
@@ -191,7 +198,7 @@ class RolloutStorage:
                                                    masks[i:i + chunk])
                             for i in range(0, len(obs), chunk)])
         self.value_preds.copy_(values.view_as(self.value_preds))
-        self.compute_returns(self.value_preds[-1].clone(), *self.returns_settings)
+        self.compute_returns(self.value_preds[-1].clone(), self.returns_settings)
 
     def _flat(self, tensor: torch.Tensor) -> torch.Tensor:
         # (T or T+1, N, ...) -> (T * N, ...), dropping the bootstrap slot if present.
@@ -207,7 +214,7 @@ class RolloutStorage:
         T, N = self.rewards.shape[:2]
         batch_size = T * N
         if batch_size < num_mini_batch:
-            raise ConfigError(
+            raise ValueError(
                 f"PPO needs num_processes * num_steps ({N} * {T} = {batch_size}) to be at "
                 f"least num_mini_batch ({num_mini_batch})")
         mini_batch_size = batch_size // num_mini_batch
@@ -234,7 +241,7 @@ class RolloutStorage:
         """
         T, N = self.rewards.shape[:2]
         if N < num_mini_batch:
-            raise ConfigError(
+            raise ValueError(
                 f"recurrent PPO needs num_processes ({N}) to be at least num_mini_batch "
                 f"({num_mini_batch})")
         envs_per_batch = N // num_mini_batch

@@ -1,5 +1,6 @@
 """run/build.py: the agent the flags ask for, a run's parts (and the envs closed when they do not
 fit), and the collector each sampling mode gets."""
+import dataclasses
 import types
 
 import pytest
@@ -12,8 +13,9 @@ from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run import build
-from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.arguments import get_args, get_config
 from a2c_ppo_acktr.run.checkpoint import RunPaths
+from a2c_ppo_acktr.run.checks import check_args
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDPCollector
 
@@ -27,41 +29,41 @@ pytestmark = pytest.mark.usefixtures("one_thread")
     ("ppo", PPO, torch.optim.Adam), ("a2c", A2C_ACKTR, torch.optim.RMSprop),
     ("acktr", A2C_ACKTR, KFACOptimizer)])
 def test_make_agent_builds_the_flags_algorithm(algo, cls, optimizer):
-    args = get_args(["--algo", algo, "--lr", "3e-4", "--num-mini-batch", "4"])
-    agent = build.make_agent(args, Policy((3,), spaces.Discrete(2)))
+    cfg = get_config(["--algo", algo, "--lr", "3e-4", "--num-mini-batch", "4"]).algo
+    agent = build.make_agent(cfg, Policy((3,), spaces.Discrete(2)))
     assert type(agent) is cls and isinstance(agent.optimizer, optimizer)
     if algo != "acktr":  # K-FAC keeps its own lr
         assert agent.optimizer.param_groups[0]["lr"] == 3e-4
     if algo == "ppo":
-        assert agent.num_mini_batch == 4 and agent.clip_param == args.clip_param
+        assert agent.num_mini_batch == 4 and agent.clip_param == cfg.clip_param
 
 
 def test_make_agent_gives_kfac_the_flags_settings_and_its_defaults_otherwise():
     def group(*flags):
-        args = get_args(["--algo", "acktr", *flags])
-        return build.make_agent(args, Policy((3,), spaces.Discrete(2))).optimizer.param_groups[0]
+        cfg = get_config(["--algo", "acktr", *flags]).algo
+        return build.make_agent(cfg, Policy((3,), spaces.Discrete(2))).optimizer.param_groups[0]
     defaults = group()
     assert (defaults["lr"], defaults["kl_clip"], defaults["damping"]) == (0.25, 0.001, 0.01)
     given = group("--kfac-lr", "0.1", "--kfac-kl-clip", "0.01", "--kfac-damping", "0.001")
     assert (given["lr"], given["kl_clip"], given["damping"]) == (0.1, 0.01, 0.001)
     assert given["momentum"] == defaults["momentum"] == 0.9
-    args = get_args(["--algo", "acktr"])
-    assert build.make_agent(args, Policy((3,), spaces.Discrete(2))).optimizer.split_bias is False
-    args = get_args(["--algo", "acktr", "--kfac-split-bias"])
-    assert build.make_agent(args, Policy((3,), spaces.Discrete(2))).optimizer.split_bias is True
+    cfg = get_config(["--algo", "acktr"]).algo
+    assert build.make_agent(cfg, Policy((3,), spaces.Discrete(2))).optimizer.split_bias is False
+    cfg = get_config(["--algo", "acktr", "--kfac-split-bias"]).algo
+    assert build.make_agent(cfg, Policy((3,), spaces.Discrete(2))).optimizer.split_bias is True
 
 
-def test_make_agent_refuses_an_unknown_algorithm():
+def test_an_unknown_algorithm_is_refused_with_the_flags_before_make_agent():
     args = get_args([])
     args.algo = "trpo"  # past the parser, as a caller building args by hand could
     with pytest.raises(ConfigError, match=r"unknown --algo 'trpo'; choose one of: a2c, ppo, acktr"):
-        build.make_agent(args, Policy((3,), spaces.Discrete(2)))
+        check_args(args)
 
 
 def test_build_run_makes_the_flags_envs_policy_and_agent(tmp_path):
-    args = get_args(TINY + ["--algo", "ppo", "--hidden-size", "16", "--recurrent-policy"])
+    cfg = get_config(TINY + ["--algo", "ppo", "--hidden-size", "16", "--recurrent-policy"])
     paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
-    envs, policy, agent, reward_model = build.build_run(args, paths, "cpu", None, rank=0)
+    envs, policy, agent, reward_model = build.build_run(cfg, paths, "cpu", None, rank=0)
     try:
         assert envs.num_envs == 2 and get_vec_normalize(envs) is not None
         assert policy.is_recurrent and policy.recurrent_hidden_state_size == 16
@@ -82,11 +84,12 @@ def test_build_run_closes_its_envs_when_the_policy_does_not_fit(tmp_path, monkey
         return envs
 
     monkeypatch.setattr(build, "make_vec_envs", make_vec_envs)
-    args = get_args(TINY + ["--init", "default"])
-    args.action_mean_gain = 0.5  # past the checks: Policy itself refuses it
+    cfg = get_config(TINY + ["--init", "default"])
+    # past the checks: Policy itself refuses it
+    cfg = dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, action_mean_gain=0.5))
     paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
     with pytest.raises(ConfigError, match="action mean gain"):
-        build.build_run(args, paths, "cpu", None, rank=0)
+        build.build_run(cfg, paths, "cpu", None, rank=0)
     assert closed == [True]
 
 
@@ -96,10 +99,10 @@ def test_build_run_closes_its_envs_when_the_policy_does_not_fit(tmp_path, monkey
     # A rank's collector: the stand-in holds what DDPCollector asks of the rank at start.
     ([], types.SimpleNamespace(share_normalizer=lambda envs: None), DDPCollector)])
 def test_build_collector_picks_the_sampling_mode(tmp_path, flags, ddp, cls):
-    args = get_args(TINY + ["--algo", "ppo"] + flags)
+    cfg = get_config(TINY + ["--algo", "ppo"] + flags)
     paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
-    envs, policy, agent, _ = build.build_run(args, paths, "cpu", None, rank=0)
-    collector = build.build_collector(args, paths, envs, policy, torch.device("cpu"), ddp,
+    envs, policy, agent, _ = build.build_run(cfg, paths, "cpu", None, rank=0)
+    collector = build.build_collector(cfg, paths, envs, policy, torch.device("cpu"), ddp,
                                       num_rollouts=2)
     try:
         assert type(collector) is cls

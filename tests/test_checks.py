@@ -1,10 +1,12 @@
 """run/checks.py: refusals are ConfigErrors of one line naming the flag (the CLI's exit: test_cli)."""
 import argparse
+import re
 
 import numpy as np
 import pytest
 
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.run import checks
 from a2c_ppo_acktr.run.arguments import build_parser
 from a2c_ppo_acktr.run.checks import NUMBERS, SEED, check_args, count, parse_env_kwargs
 
@@ -103,3 +105,28 @@ def test_counts_are_whole_finite_numbers(text):
     with pytest.raises(argparse.ArgumentTypeError):
         count(text)
     assert count("10e6") == 10_000_000
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--algo", "acktr"], "--algo acktr cannot run under torchrun"),
+    (["--algo", "ppo", "--value-norm"], "--value-norm cannot run under torchrun"),
+    (["--num-workers", "2"], "--num-workers (Ray rollout workers) and torchrun exclude each other"),
+    (["--async-rollouts"], "--async-rollouts cannot run under torchrun"),
+    (["--gail"], "--gail cannot run under torchrun")])
+def test_what_torchrun_ranks_cannot_run_is_refused_with_the_flags(monkeypatch, argv, words):
+    args = parsed(*argv)
+    check_args(args)  # without torchrun: runs
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        check_args(args)
+    check_args(parsed())  # a2c on the ranks: runs
+
+
+def test_bf16_where_it_would_be_emulated_is_refused_with_the_flags(monkeypatch):
+    monkeypatch.setattr(checks, "bf16_missing", lambda cuda: "a CPU with AVX512-BF16 or AMX")
+    with pytest.raises(ConfigError, match=r"^--precision bf16 needs a CPU with AVX512-BF16 or AMX$"):
+        checks.check_precision("bf16", cuda=False)
+    checks.check_precision("fp32", cuda=False)
+    monkeypatch.setattr(checks, "bf16_missing", lambda cuda: None)
+    checks.check_precision("bf16", cuda=False)

@@ -21,7 +21,7 @@ from a2c_ppo_acktr.envs import (
 from a2c_ppo_acktr.envs import make as make_module
 from a2c_ppo_acktr.rollout import collect_rollout, episode_masks
 from a2c_ppo_acktr.run import build
-from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.sampling import ray_actors as workers
 from a2c_ppo_acktr.storage import RolloutStorage
 from tests.test_main import expect_exit_2, run
@@ -345,9 +345,9 @@ def test_ale_training_evaluation_resume_and_enjoy(tmp_path, capsys, monkeypatch,
 
 
 def test_ale_worker_packs_and_checks_its_rollouts():
-    args = get_args(["--env-name", BREAKOUT, "--num-processes", "2", "--num-steps", "16",
-                     "--num-workers", "1", "--check-rollouts", "--vec-env", "ale"])
-    worker = workers.RolloutWorker(0, args)
+    cfg = get_config(["--env-name", BREAKOUT, "--num-processes", "2", "--num-steps", "16",
+                      "--num-workers", "1", "--check-rollouts", "--vec-env", "ale"])
+    worker = workers.RolloutWorker(0, cfg.workers)
     worker.start(seed=0, torch_seed=0, log_dir=None, monitor_append=False)
     snapshot = {"weights": worker.policy.state_dict(), "obs_rms": None, "version": 0}
     rollout = worker.sample(snapshot)

@@ -29,6 +29,7 @@ from a2c_ppo_acktr.run.checkpoint import (
     save_checkpoint,
 )
 from a2c_ppo_acktr.run.playback import play_envs
+from a2c_ppo_acktr.run.settings import config_from_args
 
 HAVE_ONNX = all(importlib.util.find_spec(m) for m in export.ONNX_PACKAGES)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,11 +63,13 @@ def make_checkpoint(path, env_name, *flags, obs_rms=None, edit=None):
     args = get_args(["--env-name", env_name, "--vec-env", "dummy", *flags])
     torch.manual_seed(args.seed)
     envs = make_vec_envs(env_name, 0, 1, None, None, "cpu", False, vec_env="dummy")
-    policy = make_policy(envs.observation_space.shape, envs.action_space, policy_kwargs(args))
+    cfg = config_from_args(args)
+    policy = make_policy(envs.observation_space.shape, envs.action_space, policy_kwargs(cfg.policy))
     if edit is not None:
         with torch.no_grad():
             edit(policy)
-    save_checkpoint(checkpoint_state(args, policy, make_agent(args, policy), envs, 100, obs_rms), path)
+    save_checkpoint(checkpoint_state(cfg, policy, make_agent(cfg.algo, policy), envs, 100, obs_rms),
+                    path)
     envs.close()
     return str(path)
 

@@ -153,15 +153,15 @@ def test_default_init_is_pytorch_not_orthogonal():
 
 
 def test_policy_kwargs_from_flags_defaults_keep_the_original_network():
-    from a2c_ppo_acktr.run.arguments import get_args
-    default = policy_kwargs(get_args(["--env-name", "CartPole-v1"]))
+    from a2c_ppo_acktr.run.arguments import get_config
+    default = policy_kwargs(get_config(["--env-name", "CartPole-v1"]).policy)
     assert default == {"base_kwargs": {"recurrent": False}, "log_std_init": 0.0,
                        "init": "orthogonal", "action_mean_gain": 1.0}
-    tuned = policy_kwargs(get_args(["--hidden-size", "256", "--activation", "relu",
-                                    "--log-std-init", "-2", "--init", "default"]))
+    tuned = policy_kwargs(get_config(["--hidden-size", "256", "--activation", "relu",
+                                      "--log-std-init", "-2", "--init", "default"]).policy)
     assert tuned == {"base_kwargs": {"recurrent": False, "hidden_size": 256, "activation": "relu"},
                      "log_std_init": -2.0, "init": "default", "action_mean_gain": 1.0}
-    small = policy_kwargs(get_args(["--action-mean-gain", "0.01"]))
+    small = policy_kwargs(get_config(["--action-mean-gain", "0.01"]).policy)
     assert small["action_mean_gain"] == 0.01 and small["init"] == "orthogonal"
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from a2c_ppo_acktr.config import PolicyConfig
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.model import Policy, policy_kwargs
 from a2c_ppo_acktr.run.checkpoint import save_checkpoint
@@ -18,14 +19,13 @@ ENV = "CartPole-v1"
 
 def checkpoint(path, seed, env_kwargs=None, env_steps=1234):
     """A checkpoint in main.py's format (an untrained policy) at ``path``."""
-    args = argparse.Namespace(recurrent_policy=False)
     policy = Policy((4,), spaces.Discrete(2))
     path.parent.mkdir(parents=True, exist_ok=True)
     save_checkpoint({"actor_critic": policy.state_dict(), "optimizer": {}, "obs_rms": None,
                      "env_steps": env_steps, "env_name": ENV, "env_kwargs": env_kwargs,
                      "algo": path.parent.name, "seed": seed, "obs_shape": [4],
                      "action_space": str(spaces.Discrete(2)), "recurrent_policy": False,
-                     "policy_kwargs": policy_kwargs(args)}, str(path))
+                     "policy_kwargs": policy_kwargs(PolicyConfig(False, None, None))}, str(path))
     return str(path)
 
 

@@ -153,13 +153,13 @@ def test_the_hyperparameters_without_a_usable_default_are_asked_for(missing):
 
 def test_flags_reach_the_agent():
     from a2c_ppo_acktr.run import build
-    from a2c_ppo_acktr.run.arguments import get_args
+    from a2c_ppo_acktr.run.arguments import get_config
     policy = Policy((3,), spaces.Discrete(2))
-    original = build.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4"]), policy)
+    original = build.make_agent(get_config(["--algo", "ppo", "--num-mini-batch", "4"]).algo, policy)
     assert original.use_clipped_value_loss and original.advantage_norm == "batch"
-    tuned = build.make_agent(get_args(["--algo", "ppo", "--num-mini-batch", "4", "--no-clipped-value-loss",
-                                      "--advantage-norm", "minibatch",
-                                      "--recompute-advantages"]), policy)
+    tuned = build.make_agent(get_config(["--algo", "ppo", "--num-mini-batch", "4",
+                                         "--no-clipped-value-loss", "--advantage-norm", "minibatch",
+                                         "--recompute-advantages"]).algo, policy)
     assert not tuned.use_clipped_value_loss and tuned.advantage_norm == "minibatch"
     assert tuned.recompute_advantages and not original.recompute_advantages
 

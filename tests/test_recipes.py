@@ -9,6 +9,7 @@ from gymnasium import spaces
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.run import build, recipes
 from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.settings import config_from_args
 from a2c_ppo_acktr.storage import RolloutStorage
 
 ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
@@ -161,8 +162,9 @@ def test_recipes_follow_sb3s_loss(env_id):
     obs_space = spaces.Box(-np.inf, np.inf, (5,), np.float32)
     act_space = spaces.Box(-1, 1, (3,), np.float32)
     torch.manual_seed(0)
-    ours = make_policy(obs_space.shape, act_space, policy_kwargs(args))
-    agent = build.make_agent(args, ours)
+    cfg = config_from_args(args)
+    ours = make_policy(obs_space.shape, act_space, policy_kwargs(cfg.policy))
+    agent = build.make_agent(cfg.algo, ours)
 
     class Spaces(gym.Env):
         observation_space, action_space = obs_space, act_space

@@ -1,5 +1,6 @@
 """rundir: what --resume keeps of the logs a run wrote after its last checkpoint."""
 import csv
+import dataclasses
 import json
 import os
 
@@ -8,7 +9,7 @@ from stable_baselines3.common.monitor import Monitor
 
 from a2c_ppo_acktr.envs.episodes import read_monitor_file
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.run.checkpoint import run_paths
 from a2c_ppo_acktr.run.rundir import check_run, drop_rows_after
 
@@ -83,17 +84,16 @@ def test_checkpoint_without_a_save_time_keeps_the_episodes(tmp_path):
 
 def test_a_run_with_logs_but_no_checkpoint_is_refused_naming_the_one_way_on(tmp_path):
     """Issue #52: the refusal offered --resume, which then found no checkpoint."""
-    args = get_args(["--env-name", "CartPole-v1", "--log-dir", str(tmp_path), "--save-dir", ""])
-    paths = run_paths(args)
+    run = get_config(["--env-name", "CartPole-v1", "--log-dir", str(tmp_path), "--save-dir", ""]).run
+    paths = run_paths(run)
     os.makedirs(paths.log_dir)
     write_monitor(os.path.join(paths.log_dir, "0.monitor.csv"), 1000.0, [(10.0, 10, 2.5)])
     with pytest.raises(ConfigError, match="saved no checkpoint to --resume: pass --overwrite to "
                                           "replace it") as e:
-        check_run(args, paths)
+        check_run(run, paths)
     assert "pass --resume" not in str(e.value)
-    args.overwrite = True
-    check_run(args, paths)
-    args.overwrite, args.resume, args.save_dir = False, True, str(tmp_path / "models")
+    check_run(dataclasses.replace(run, overwrite=True), paths)
+    run = dataclasses.replace(run, resume=True, save_dir=str(tmp_path / "models"))
     with pytest.raises(ConfigError, match="holds the logs of a run that saved none: --overwrite "
                                           "instead of --resume starts it again"):
-        check_run(args, run_paths(args))
+        check_run(run, run_paths(run))

@@ -201,3 +201,13 @@ def test_recompute_returns_needs_settings_and_a_feed_forward_policy():
     recurrent = Policy((3,), spaces.Discrete(2), base_kwargs={"recurrent": True})
     with pytest.raises(ValueError, match="feed-forward"):
         RolloutStorage(T, N, (3,), spaces.Discrete(2), 64).recompute_returns(recurrent)
+
+
+def test_compute_returns_takes_its_settings_as_one_returns_config_too():
+    from a2c_ppo_acktr.config import ReturnsConfig
+    settings = ReturnsConfig(use_gae=True, gamma=GAMMA, gae_lambda=LAM, use_proper_time_limits=True)
+    by_part, one_by_one = filled_storage(), filled_storage()
+    by_part.compute_returns(torch.ones(N, 1), settings)
+    one_by_one.compute_returns(torch.ones(N, 1), True, GAMMA, LAM, True)
+    assert torch.equal(by_part.returns, one_by_one.returns)
+    assert by_part.returns_settings == one_by_one.returns_settings == settings

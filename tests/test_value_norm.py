@@ -9,7 +9,7 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd as SB3Runni
 
 from a2c_ppo_acktr.algo import PPO
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
-from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.value_norm import EPS, ValueNorm
 from tests.test_ppo import N, T, bandit_rollout
 
@@ -30,8 +30,8 @@ def test_statistics_match_stable_baselines3():
 def test_values_come_in_reward_units_and_the_statistics_travel_with_the_weights():
     torch.manual_seed(0)
     plain = Policy((3,), spaces.Discrete(2), base_kwargs={"hidden_size": 8})
-    normed = make_policy((3,), spaces.Discrete(2), policy_kwargs(get_args(
-        ["--algo", "ppo", "--hidden-size", "8", "--value-norm"])))
+    normed = make_policy((3,), spaces.Discrete(2), policy_kwargs(get_config(
+        ["--algo", "ppo", "--hidden-size", "8", "--value-norm"]).policy))
     normed.load_state_dict(plain.state_dict(), strict=False)  # the same network
     normed.value_norm.update(torch.tensor([-6.0, 0.0, 6.0]))
     s = normed.value_norm.scale
@@ -42,9 +42,9 @@ def test_values_come_in_reward_units_and_the_statistics_travel_with_the_weights(
     torch.testing.assert_close(value, s * plain.act(obs, hxs, masks)[0])
     torch.testing.assert_close(normed.evaluate_actions(obs, hxs, masks, action)[0],
                                s * plain.evaluate_actions(obs, hxs, masks, action)[0])
-    assert "value_norm" not in policy_kwargs(get_args([]))  # old versions load default runs
-    copy_ = make_policy((3,), spaces.Discrete(2), policy_kwargs(get_args(
-        ["--algo", "ppo", "--hidden-size", "8", "--value-norm"])))
+    assert "value_norm" not in policy_kwargs(get_config([]).policy)  # old versions load default runs
+    copy_ = make_policy((3,), spaces.Discrete(2), policy_kwargs(get_config(
+        ["--algo", "ppo", "--hidden-size", "8", "--value-norm"]).policy))
     copy_.load_state_dict(normed.state_dict())  # strict: the buffers are in the state dict
     assert copy_.value_norm.scale.item() == s.item() and copy_.value_norm.count.item() > 3
 

@@ -16,7 +16,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # as workers.im
 ray = pytest.importorskip("ray")
 
 import main  # noqa: E402
-from a2c_ppo_acktr.run.arguments import get_args  # noqa: E402
+from a2c_ppo_acktr.run.arguments import get_args, get_config  # noqa: E402
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_actors as workers  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_learner as worker_group  # noqa: E402
@@ -302,9 +302,9 @@ def test_restart_starts_envs_in_the_process_that_lives_on(tmp_path, how):
 def test_frame_stacks_travel_as_new_frames_and_are_rebuilt_exactly():
     """A worker (here in this process) sends the first stack and one new frame per step; the
     learner's rebuild equals the worker's observations, checksums included; corruption shows."""
-    args = get_args(["--env-name", "NoiseFrames-v0", "--num-processes", "3", "--num-steps", "16",
-                     "--num-workers", "1", "--check-rollouts", "--vec-env", "dummy"])
-    worker = workers.RolloutWorker(0, args)
+    cfg = get_config(["--env-name", "NoiseFrames-v0", "--num-processes", "3", "--num-steps", "16",
+                      "--num-workers", "1", "--check-rollouts", "--vec-env", "dummy"])
+    worker = workers.RolloutWorker(0, cfg.workers)
     worker.start(seed=0, torch_seed=0, log_dir=None, monitor_append=False)
     snapshot = {"weights": worker.policy.state_dict(), "obs_rms": None, "version": 0}
     for _ in range(2):

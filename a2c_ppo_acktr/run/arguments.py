@@ -11,15 +11,15 @@ import torch
 from a2c_ppo_acktr.algo import ALGOS
 from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 from a2c_ppo_acktr.algo.ppo import ADVANTAGE_NORMS
+from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.errors import Error, program
 from a2c_ppo_acktr.model import ACTIVATIONS, INITS, PRECISIONS
 from a2c_ppo_acktr.run import recipes
-from a2c_ppo_acktr.run.checks import check_args, parse_env_kwargs
+from a2c_ppo_acktr.run.checks import check_args, check_outputs, check_precision, parse_env_kwargs
 from a2c_ppo_acktr.run.checks import count as _count
 from a2c_ppo_acktr.run.config import resolve
-from a2c_ppo_acktr.run.tracking import check_outputs
-from a2c_ppo_acktr.speed import bf16_missing
+from a2c_ppo_acktr.run.settings import config_from_args
 
 
 class Parser(argparse.ArgumentParser):
@@ -248,6 +248,13 @@ def get_args(argv: Optional[list[str]] = None,
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     args.cuda = not args.no_cuda and torch.cuda.is_available()  # only now: it initializes CUDA
-    if args.precision == "bf16" and (missing := bf16_missing(args.cuda)):
-        fail(f"--precision bf16 needs {missing}")  # it would be emulated: slower than fp32
+    try:
+        check_precision(args.precision, args.cuda)
+    except Error as e:
+        fail(str(e))
     return args
+
+
+def get_config(argv: Optional[list[str]] = None, parser: Optional[Parser] = None) -> Config:
+    """main.py's frozen configuration: ``config_from_args(get_args(argv, parser))``."""
+    return config_from_args(get_args(argv, parser))

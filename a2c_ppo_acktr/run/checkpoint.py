@@ -13,7 +13,6 @@ A run is keyed by (algo, env id, seed)::
 ('/' in the env id becomes '_': ``utils.env_file_name``). Every error here is a
 ``CheckpointError`` with a one-line message, which the entry points turn into their ``fail`` line.
 """
-import argparse
 import glob
 import os
 import time
@@ -26,6 +25,7 @@ import torch
 
 from a2c_ppo_acktr.algo.agent import Agent
 from a2c_ppo_acktr.algo.gail import Discriminator
+from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs import TorchVecEnv
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import freeze_normalization
@@ -47,8 +47,8 @@ class RunPaths(NamedTuple):
 
 
 def run_paths(args: Any) -> RunPaths:
-    """The files of the run ``args`` describes (main.py's arguments: log_dir, save_dir, algo,
-    env_name, seed)."""
+    """The files of the run ``args`` describes: anything with main.py's log_dir, save_dir, algo,
+    env_name and seed (a ``RunConfig``, or the flags while they are resolved)."""
     name = f"{env_file_name(args.env_name)}_seed{args.seed}"
     log_dir = os.path.normpath(os.path.join(os.path.expanduser(args.log_dir), args.algo, name))
     checkpoint = None
@@ -95,7 +95,7 @@ def check_checkpoint(ckpt: dict, path: str, env_name: str, obs_shape: Sequence[i
             raise CheckpointError(f"checkpoint {path} is for {key} {got!r}, expected {want!r}")
 
 
-def checkpoint_state(args: argparse.Namespace, actor_critic: Policy, agent: Agent,
+def checkpoint_state(cfg: Config, actor_critic: Policy, agent: Agent,
                      envs: Collector | TorchVecEnv, env_steps: int, obs_rms: Optional[dict],
                      discr: Optional[Discriminator] = None) -> dict:
     """Everything needed to rebuild and resume the run, as tensors and plain values."""
@@ -105,17 +105,17 @@ def checkpoint_state(args: argparse.Namespace, actor_critic: Policy, agent: Agen
         "obs_rms": obs_rms,
         "env_steps": env_steps,
         "torch_rng": torch.get_rng_state(),
-        "env_name": args.env_name,
-        "env_kwargs": args.env_kwargs,
-        "algo": args.algo,
-        "seed": args.seed,
+        "env_name": cfg.env.env_name,
+        "env_kwargs": cfg.env.kwargs,
+        "algo": cfg.algo.algo,
+        "seed": cfg.env.seed,
         "obs_shape": list(space_shape(envs.observation_space)),
         "action_space": str(envs.action_space),
-        "recurrent_policy": args.recurrent_policy,
-        "policy_kwargs": policy_kwargs(args),  # the network's shape, for enjoy.py
+        "recurrent_policy": cfg.policy.recurrent,
+        "policy_kwargs": policy_kwargs(cfg.policy),  # the network's shape, for enjoy.py
         "gail": discr.full_state_dict() if discr is not None else None,
         "saved_at": time.time(),  # wall clock: --resume drops the log rows written after it
-        "config": args.config,  # the run's flags, versions, commit (run/config.py): --resume
+        "config": cfg.record,  # the run's flags, versions, commit (run/config.py): --resume
         # The envs' and RNGs' states, for an exact resume (run/resume.py), if envs is a Collector
         "exact": exact_state(envs) if isinstance(envs, Collector) else None,
     }

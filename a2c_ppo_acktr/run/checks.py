@@ -4,7 +4,9 @@ exclude each other, and ``--env-kwargs`` pairs. Each refusal is a ``ConfigError`
 naming the bad value and what would be accepted; ``arguments.get_args`` prints it and exits."""
 import argparse
 import ast
+import importlib.util
 import math
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
@@ -14,6 +16,7 @@ from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
 from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.run.recipes import option
+from a2c_ppo_acktr.speed import bf16_missing
 
 # ACKTR's optimizer flags: --kfac-X sets KFACOptimizer's X (run/build.py's kfac_settings).
 KFAC_OPTIONS = ("kfac_lr", "kfac_kl_clip", "kfac_damping", "kfac_split_bias")
@@ -222,10 +225,54 @@ def _check_combinations(args: argparse.Namespace) -> None:
                           "while the learner updates in bf16; drop one of them")
 
 
+def check_ddp(args: argparse.Namespace) -> None:
+    """Under torchrun (RANK and WORLD_SIZE set): what the ranks cannot run together."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return
+    if args.algo == "acktr":
+        raise ConfigError("--algo acktr cannot run under torchrun: K-FAC's curvature "
+                          "statistics would differ per rank; use a2c or ppo, or Ray workers "
+                          "(--num-workers)")
+    if args.value_norm:
+        raise ConfigError("--value-norm cannot run under torchrun: each rank's statistics "
+                          "of the returns would differ; drop it, or use Ray workers "
+                          "(--num-workers)")
+    if args.num_workers:
+        raise ConfigError("--num-workers (Ray rollout workers) and torchrun exclude each "
+                          "other: use one or the other")
+    if args.async_rollouts or args.gail:
+        # The sampler thread owns the normalizer the ranks merge; GAIL's discriminator would
+        # be trained apart on each rank.
+        flag = "--async-rollouts" if args.async_rollouts else "--gail"
+        raise ConfigError(f"{flag} cannot run under torchrun; drop it, or use Ray workers "
+                          "(--num-workers)")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """``ConfigError`` where ``--capture-video`` or ``--track`` cannot run, before anything is on
+    disk: a package missing, videos asked of envs on Ray workers."""
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        raise ConfigError("--capture-video needs moviepy, which gymnasium's RecordVideo writes "
+                          "with: pip install -e .[video]")
+    if args.capture_video and args.num_workers:
+        raise ConfigError("--capture-video records env 0 of this process's envs; with "
+                          "--num-workers the envs are on Ray workers: record a checkpoint with "
+                          "enjoy.py --record instead")
+    if args.track and importlib.util.find_spec("wandb") is None:
+        raise ConfigError("--track needs wandb: pip install -e .[wandb]")
+
+
+def check_precision(precision: str, cuda: bool) -> None:
+    """``--precision bf16`` on hardware that would emulate it (slower than fp32): refused."""
+    if precision == "bf16" and (missing := bf16_missing(cuda)):
+        raise ConfigError(f"--precision bf16 needs {missing}")
+
+
 def check_args(args: argparse.Namespace) -> list[str]:
     """Refuse values that would otherwise fail deep inside torch or silently misbehave
     (``ConfigError``, one line); -> warnings about settings that run, but unevenly."""
     _check_ranges(args)
     _check_combinations(args)
+    check_ddp(args)
     # Warnings wait until all input is checked: bad input gets its one error line only.
     return [w for w in [check_minibatches(args) if args.algo == "ppo" else None] if w]

@@ -1,10 +1,10 @@
 """A run's directories (``checkpoint.run_paths``): checked before anything is created, created
 once the inputs are valid, and removed again when the run fails to start."""
-import argparse
 import csv
 import glob
 import os
 
+from a2c_ppo_acktr.config import RunConfig
 from a2c_ppo_acktr.envs.episodes import monitor_t_start
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.run.checkpoint import RunPaths, history, history_path
@@ -42,7 +42,7 @@ def _history_files(paths: RunPaths) -> list:
     return [path for _, path in history(directory)] if os.path.isdir(directory) else []
 
 
-def check_run(args: argparse.Namespace, paths: RunPaths) -> None:
+def check_run(cfg: RunConfig, paths: RunPaths) -> None:
     """``ConfigError`` unless the run can start: its directories writable, a checkpoint for --resume, and
     no other run of the same algo, env and seed replaced without --overwrite."""
     _check_dir(paths.log_dir, "--log-dir")
@@ -51,23 +51,23 @@ def check_run(args: argparse.Namespace, paths: RunPaths) -> None:
     saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
     logged = bool(_history_files(paths) or glob.glob(
         os.path.join(glob.escape(paths.log_dir), "*.monitor.csv")))
-    if args.resume:
+    if cfg.resume:
         if paths.checkpoint is None:
             raise ConfigError("--resume: this run saves no checkpoint (--save-dir is empty)")
         if not saved:
             old = os.path.join(os.path.dirname(paths.checkpoint or ""),
-                               env_file_name(args.env_name) + ".pt")
+                               env_file_name(cfg.env_name) + ".pt")
             hint = (f" ({old} is a run saved under the original's name: rename it to resume it)"
                     if paths.checkpoint and os.path.isfile(old) else "")
             again = (f"{paths.log_dir} holds the logs of a run that saved none: --overwrite "
                      "instead of --resume starts it again" if logged
                      else "start a new run without --resume")
             raise ConfigError(f"--resume: no checkpoint at {paths.checkpoint}{hint}; {again}")
-    elif not args.overwrite and (saved or logged):
+    elif not cfg.overwrite and (saved or logged):
         what = ("pass --resume to continue it or --overwrite to replace it" if saved else
                 "it saved no checkpoint to --resume: pass --overwrite to replace it")
         raise ConfigError(f"{paths.checkpoint if saved else paths.log_dir} already holds a run "
-                          f"of --algo {args.algo} on {args.env_name} with --seed {args.seed}; "
+                          f"of --algo {cfg.algo} on {cfg.env_name} with --seed {cfg.seed}; "
                           f"{what} (another --seed starts a run beside it)")
 
 
@@ -115,12 +115,12 @@ def drop_rows_after(log_dir: str, checkpoint: dict) -> int:
     return dropped
 
 
-def make_run_dirs(args: argparse.Namespace, paths: RunPaths, resumed: dict | None) -> list:
+def make_run_dirs(cfg: RunConfig, paths: RunPaths, resumed: dict | None) -> list:
     """Create the run's directories (eval/ only for --eval-interval); a new run starts from no
     files of an earlier one, a resumed run from its logs as they were at its checkpoint, and no
     temporaries of a killed save are kept. -> the directories created here, outermost first, for
     ``abandon``."""
-    wanted = [paths.log_dir] + ([paths.eval_dir] if args.eval_interval is not None else [])
+    wanted = [paths.log_dir] + ([paths.eval_dir] if cfg.eval_interval is not None else [])
     if paths.checkpoint is not None:
         wanted.append(os.path.dirname(paths.checkpoint))
     created: list[str] = []

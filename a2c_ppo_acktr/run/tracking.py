@@ -6,31 +6,16 @@ named after the run's directory, its files in ``<log dir of the run>/wandb/``; i
 run's ``config.json``, and every row of ``progress.csv`` (and of ``eval.csv``, as ``eval/...``)
 is logged against ``global_step``, the env steps. wandb is imported only here, only then.
 """
-import argparse
-import importlib.util
 import os
 import shutil
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from a2c_ppo_acktr.config import RunConfig
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.run.checkpoint import RunPaths
 
 VIDEO_DIR = "videos"
-
-
-def check_outputs(args: argparse.Namespace) -> None:
-    """``ConfigError`` where ``--capture-video`` or ``--track`` cannot run, before anything is on
-    disk: a package missing, videos asked of envs on Ray workers."""
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        raise ConfigError("--capture-video needs moviepy, which gymnasium's RecordVideo writes "
-                          "with: pip install -e .[video]")
-    if args.capture_video and args.num_workers:
-        raise ConfigError("--capture-video records env 0 of this process's envs; with "
-                          "--num-workers the envs are on Ray workers: record a checkpoint with "
-                          "enjoy.py --record instead")
-    if args.track and importlib.util.find_spec("wandb") is None:
-        raise ConfigError("--track needs wandb: pip install -e .[wandb]")
 
 
 def video_prefix(paths: RunPaths, env_steps: int) -> str:
@@ -53,19 +38,19 @@ class Tracker:
         self.run.finish()
 
 
-def start_tracking(args: argparse.Namespace, paths: RunPaths) -> Optional[Tracker]:
+def start_tracking(cfg: RunConfig, record: dict, paths: RunPaths) -> Optional[Tracker]:
     """The W&B run of ``--track`` (None without it); ``ConfigError`` in one line where W&B cannot
     start (not logged in, no network), its files removed."""
-    if not args.track:
+    if not cfg.track:
         return None
     import wandb
 
     folder = os.path.join(paths.log_dir, "wandb")
     new_folder = not os.path.exists(folder)
-    config = {**args.config["flags"], **{k: v for k, v in args.config.items() if k != "flags"}}
+    config = {**record["flags"], **{k: v for k, v in record.items() if k != "flags"}}
     try:
-        run = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=config,
-                         name=os.path.relpath(paths.log_dir, args.log_dir), dir=paths.log_dir)
+        run = wandb.init(project=cfg.wandb_project_name, entity=cfg.wandb_entity, config=config,
+                         name=os.path.relpath(paths.log_dir, cfg.log_dir), dir=paths.log_dir)
     except (wandb.errors.Error, OSError) as e:
         if new_folder:
             shutil.rmtree(folder, ignore_errors=True)

@@ -16,7 +16,6 @@ import torch.distributed as dist
 from torch.autograd import Variable
 
 from a2c_ppo_acktr.envs import get_vec_normalize, merge_normalizer, normalizer_delta
-from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -45,28 +44,12 @@ class DDP:
         self._pending = None
 
     @classmethod
-    def from_env(cls, args: Any) -> "DDP | None":
-        """A DDP when launched by torchrun (it sets RANK and WORLD_SIZE), else None."""
+    def from_env(cls, cuda: bool) -> "DDP | None":
+        """A DDP when launched by torchrun (it sets RANK and WORLD_SIZE), else None. What the
+        ranks cannot run together is refused with the flags (run/checks.py)."""
         if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
             return None
-        if args.algo == "acktr":
-            raise ConfigError("--algo acktr cannot run under torchrun: K-FAC's curvature "
-                              "statistics would differ per rank; use a2c or ppo, or Ray workers "
-                              "(--num-workers)")
-        if args.value_norm:
-            raise ConfigError("--value-norm cannot run under torchrun: each rank's statistics "
-                              "of the returns would differ; drop it, or use Ray workers "
-                              "(--num-workers)")
-        if args.num_workers:
-            raise ConfigError("--num-workers (Ray rollout workers) and torchrun exclude each "
-                              "other: use one or the other")
-        if args.async_rollouts or args.gail:
-            # The sampler thread owns the normalizer the ranks merge; GAIL's discriminator would
-            # be trained apart on each rank.
-            flag = "--async-rollouts" if args.async_rollouts else "--gail"
-            raise ConfigError(f"{flag} cannot run under torchrun; drop it, or use Ray workers "
-                              "(--num-workers)")
-        return cls(args.cuda)
+        return cls(cuda)
 
     @property
     def is_lead(self) -> bool:

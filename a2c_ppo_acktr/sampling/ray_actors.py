@@ -10,7 +10,6 @@ workers' normalizer deltas are merged (``envs.merge_normalizer``); a failed work
 and re-samples (``MAX_FAILURES`` in a row stop the run). These decisions: docs/scale-out.md, "Ray
 rollout workers on one machine".
 """
-import argparse
 import os
 import time
 import types
@@ -21,6 +20,7 @@ from typing import Any, NoReturn, Optional
 import gymnasium as gym
 import torch
 
+from a2c_ppo_acktr.config import WorkerConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, frame_channels, get_vec_normalize, make_vec_envs, normalizer_delta
 from a2c_ppo_acktr.evaluation import evaluate, evaluation_row
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
@@ -78,8 +78,8 @@ def start_ray(num_workers: int, address: Optional[str]) -> tuple[types.ModuleTyp
 class RolloutWorker:
     """One Ray actor: ``num_processes`` envs and a CPU copy of the policy (``Policy``)."""
 
-    def __init__(self, index: int, args: argparse.Namespace) -> None:
-        self.index, self.args = index, args
+    def __init__(self, index: int, cfg: WorkerConfig) -> None:
+        self.index, self.cfg = index, cfg
         self.envs: Optional[TorchVecEnv] = None
         torch.set_num_threads(1)
 
@@ -93,25 +93,26 @@ class RolloutWorker:
     def start(self, seed: int, torch_seed: int, log_dir: Optional[str],
               monitor_append: bool) -> dict[str, Any]:
         """Build fresh envs (ranks ``index * P ..``) and policy; -> first observations, spaces."""
-        a = self.args
+        env, sampling = self.cfg.env, self.cfg.sampling
         if self.envs is not None:
             self.envs.close()
         if log_dir is not None:
             os.makedirs(log_dir, exist_ok=True)  # on another node it may not exist yet
         torch.manual_seed(torch_seed)
-        self.envs = envs = make_vec_envs(a.env_name, seed, a.num_processes, a.gamma, log_dir, "cpu",
-                                         False, vec_env=a.vec_env, monitor_append=monitor_append,
-                                         env_kwargs=a.env_kwargs,
-                                         first_rank=self.index * a.num_processes)
+        self.envs = envs = make_vec_envs(env.env_name, seed, env.num_processes, self.cfg.gamma,
+                                         log_dir, "cpu", False, vec_env=env.vec_env,
+                                         monitor_append=monitor_append, env_kwargs=env.kwargs,
+                                         first_rank=self.index * env.num_processes)
         space = envs.observation_space
-        self.policy = make_policy(space_shape(space), envs.action_space, policy_kwargs(a))
+        self.policy = make_policy(space_shape(space), envs.action_space,
+                                  policy_kwargs(self.cfg.policy))
         obs = envs.reset()
-        self.rollouts = RolloutStorage(a.num_steps, a.num_processes, space_shape(space),
+        self.rollouts = RolloutStorage(sampling.num_steps, env.num_processes, space_shape(space),
                                        envs.action_space,
                                        self.policy.recurrent_hidden_state_size, obs_dtype=obs.dtype)
         self.rollouts.obs[0].copy_(obs)
         envs.pause()  # real-time envs hold still until the first snapshot arrives
-        self.timeouts: list[int | None] = [None] * a.num_processes
+        self.timeouts: list[int | None] = [None] * env.num_processes
         vec_norm = get_vec_normalize(envs)
         return {"obs": obs, "observation_space": space, "action_space": envs.action_space,
                 "obs_rms": vec_norm.state_dict() if vec_norm is not None else None,
@@ -128,12 +129,12 @@ class RolloutWorker:
         episode_rewards: list[float] = []
         t1 = time.perf_counter()
         collect_rollout(self.envs, self.policy, self.rollouts, episode_rewards,
-                        self.args.use_proper_time_limits, self.timeouts)
+                        self.cfg.use_proper_time_limits, self.timeouts)
         t2 = time.perf_counter()
-        if not self.args.async_rollouts:
+        if not self.cfg.sampling.async_rollouts:
             self.envs.pause()  # real-time envs hold still while the learner updates
         out: dict[str, Any] = {name: getattr(self.rollouts, name).clone() for name in FIELDS}
-        if self.args.check_rollouts:
+        if self.cfg.sampling.check_rollouts:
             out["checksums"] = checksums(out)
         pack_frames(out, frame_channels(self.envs))
         out.update(episode_rewards=episode_rewards, timeouts=list(self.timeouts),
@@ -184,16 +185,17 @@ def checksums(rollout: Mapping[str, Any]) -> dict[str, int]:
 class Evaluator:
     """A Ray actor running ``evaluation.evaluate`` on snapshots, off the learner's critical path."""
 
-    def __init__(self, args: argparse.Namespace, observation_space: gym.Space,
+    def __init__(self, cfg: WorkerConfig, observation_space: gym.Space,
                  action_space: gym.Space, eval_log_dir: str) -> None:
         torch.set_num_threads(1)
-        self.args, self.eval_log_dir = args, eval_log_dir
-        self.policy = make_policy(space_shape(observation_space), action_space, policy_kwargs(args))
+        self.env, self.eval_log_dir = cfg.env, eval_log_dir
+        self.policy = make_policy(space_shape(observation_space), action_space,
+                                  policy_kwargs(cfg.policy))
 
     def evaluate(self, snapshot: dict[str, Any], update: int, env_steps: int) -> dict:
         os.makedirs(self.eval_log_dir, exist_ok=True)
         self.policy.load_state_dict(snapshot["weights"])
-        returns = evaluate(self.policy, snapshot["obs_rms"], self.args.env_name, self.args.seed,
-                           self.args.num_processes, self.eval_log_dir, "cpu",
-                           env_kwargs=self.args.env_kwargs)
+        returns = evaluate(self.policy, snapshot["obs_rms"], self.env.env_name, self.env.seed,
+                           self.env.num_processes, self.eval_log_dir, "cpu",
+                           env_kwargs=self.env.kwargs)
         return evaluation_row(update, env_steps, returns)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from a2c_ppo_acktr.config import WorkerConfig
 from a2c_ppo_acktr.envs import (
     Normalizer,
     check_env_kwargs,
@@ -45,21 +46,22 @@ class WorkerGroup:
     ``collect_rollout``.
     """
 
-    def __init__(self, args: Any, log_dir: str, eval_dir: str, env_steps: int,
+    def __init__(self, cfg: WorkerConfig, log_dir: str, eval_dir: str, env_steps: int,
                  resumed: bool) -> None:
+        env, sampling = cfg.env, cfg.sampling
         # A bad env id or env kwargs: a one-line ValueError here, before Ray starts.
-        make_env(args.env_name, 0, 0, None, False)
-        if args.env_kwargs:
-            check_env_kwargs(args.env_name, args.env_kwargs)
-        ray, self.own_ray = start_ray(args.num_workers, args.ray_address)
+        make_env(env.env_name, 0, 0, None, False)
+        if env.env_kwargs:
+            check_env_kwargs(env.env_name, env.kwargs)
+        ray, self.own_ray = start_ray(sampling.num_workers, sampling.ray_address)
         self.ray = ray
         # Absolute: workers on other nodes run in the directory Ray unpacked the repository to.
-        self.args, self.log_dir, self.eval_dir = args, os.path.abspath(log_dir), os.path.abspath(eval_dir)
-        self.num_workers, self.P = args.num_workers, args.num_processes
+        self.cfg, self.log_dir, self.eval_dir = cfg, os.path.abspath(log_dir), os.path.abspath(eval_dir)
+        self.num_workers, self.P = sampling.num_workers, env.num_processes
         self.num_envs = self.num_workers * self.P
-        self.steps_per_update = args.num_steps * self.num_envs
+        self.steps_per_update = sampling.num_steps * self.num_envs
         self.version = env_steps // self.steps_per_update  # the update the next snapshot is for
-        self.seed_base = args.seed + env_steps
+        self.seed_base = env.seed + env_steps
         self.events = open(os.path.join(self.log_dir, "workers.log"), "a")
         # The Evaluator actor (started by the first evaluation), the ObjectRefs of its rows.
         self.evaluator: Any = None
@@ -68,7 +70,7 @@ class WorkerGroup:
         self._costs: dict[str, float] = {}
         self._updates_timed = 0
         actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(RolloutWorker)
-        self.workers = [actor.remote(w, args) for w in range(self.num_workers)]
+        self.workers = [actor.remote(w, cfg) for w in range(self.num_workers)]
         try:
             info = ray.get([self._start(w, monitor_append=resumed)
                             for w in range(self.num_workers)], timeout=START_TIMEOUT)
@@ -83,7 +85,7 @@ class WorkerGroup:
         self.action_space = info[0]["action_space"]
         self.venv = None
         if info[0]["obs_rms"] is not None:
-            self.venv = Normalizer(self.observation_space.shape, gamma=args.gamma)
+            self.venv = Normalizer(self.observation_space.shape, gamma=cfg.gamma)
             fresh = self.venv.state_dict()  # the same as each worker's before its envs' reset
             self.venv.load_state_dict(merge_normalizer(
                 fresh, [normalizer_delta(fresh, i["obs_rms"]) for i in info]))
@@ -131,17 +133,17 @@ class WorkerGroup:
                 use_proper_time_limits: bool | None = None,
                 timeouts: list[int | None] | None = None) -> None:
         """Fill ``rollouts`` (N * P columns) from the workers; the same contract as
-        ``collect_rollout`` (``use_proper_time_limits`` is the workers' own, from ``args``)."""
+        ``collect_rollout`` (``use_proper_time_limits`` is the workers' own, from their config)."""
         t0 = time.perf_counter()
         snapshot = self.snapshot(actor_critic)
         t1 = time.perf_counter()
-        if self.args.async_rollouts:
+        if self.cfg.sampling.async_rollouts:
             refs = {w: self._in_flight[w] if w in self._in_flight
                     else self.workers[w].sample.remote(snapshot) for w in range(self.num_workers)}
         else:
             refs = {w: self.workers[w].sample.remote(snapshot) for w in range(self.num_workers)}
         results = self._gather(refs, snapshot)
-        if self.args.async_rollouts:  # next rollouts start now, while the learner updates
+        if self.cfg.sampling.async_rollouts:  # next rollouts start now, while the learner updates
             self._in_flight = {w: self.workers[w].sample.remote(snapshot)
                                for w in range(self.num_workers)}
         t2 = time.perf_counter()
@@ -242,7 +244,7 @@ class WorkerGroup:
             if self.evaluator is None:
                 # num_cpus=0: it runs now and then, beside the workers, wherever Ray puts it.
                 self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(Evaluator).remote(
-                    self.args, self.observation_space, self.action_space, self.eval_dir)
+                    self.cfg, self.observation_space, self.action_space, self.eval_dir)
             self._evaluations.append(
                 self.evaluator.evaluate.remote(self.snapshot(actor_critic), update, env_steps))
         rows = []

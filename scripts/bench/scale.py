@@ -78,12 +78,12 @@ def bench_bytes(env="PongNoFrameskip-v4", num_processes=8, num_steps=128):
     """Payload of one Atari rollout from a worker (run here, without Ray), packed and not."""
     import torch
 
-    from a2c_ppo_acktr.run.arguments import get_args
+    from a2c_ppo_acktr.run.arguments import get_config
     from a2c_ppo_acktr.sampling import ray_actors as workers
 
-    args = get_args(["--env-name", env, "--num-processes", str(num_processes), "--num-steps",
-                     str(num_steps), "--num-workers", "1", "--vec-env", "dummy"])
-    worker = workers.RolloutWorker(0, args)
+    cfg = get_config(["--env-name", env, "--num-processes", str(num_processes), "--num-steps",
+                       str(num_steps), "--num-workers", "1", "--vec-env", "dummy"])
+    worker = workers.RolloutWorker(0, cfg.workers)
     worker.start(seed=0, torch_seed=0, log_dir=None, monitor_append=False)
     snapshot = {"weights": worker.policy.state_dict(), "obs_rms": None, "version": 0}
     rollout = worker.sample(snapshot)

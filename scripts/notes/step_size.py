@@ -29,8 +29,9 @@ from a2c_ppo_acktr.errors import Error
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.run.arguments import build_parser, fail, get_args
-from a2c_ppo_acktr.run.build import build_run, kfac_settings
+from a2c_ppo_acktr.run.build import build_run
 from a2c_ppo_acktr.run.checkpoint import RunPaths, load_policy_checkpoint
+from a2c_ppo_acktr.run.settings import config_from_args
 from a2c_ppo_acktr.storage import RolloutStorage
 
 
@@ -87,11 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as log_dir:
         paths = RunPaths(log_dir, log_dir, opts.checkpoint)
         try:
-            envs, policy, agent, _ = build_run(args, paths, torch.device("cpu"), ckpt, 0)
+            cfg = config_from_args(args)
+            envs, policy, agent, _ = build_run(cfg, paths, torch.device("cpu"), ckpt, 0)
         except Error as e:
             fail(str(e))
         if ckpt is not None and getattr(agent, "kfac", None) is not None:  # flags over saved
-            agent.optimizer.param_groups[0].update(kfac_settings(args))
+            agent.optimizer.param_groups[0].update(cfg.algo.kfac_settings)
         try:
             measure(opts.updates, args, envs, policy, agent)
         finally:
