@@ -8,6 +8,7 @@ nothing could observe the difference: no hook on the module nor a global one (K-
 ``Linear`` layers keep the module calls) and no ``torch.jit.trace`` recording.
 """
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -40,7 +41,7 @@ def _observed(m: nn.Module) -> bool:
                 or _module._global_backward_pre_hooks or torch._C._get_tracing_state())
 
 
-def call(m: nn.Module, *args: torch.Tensor):
+def call(m: nn.Module, *args: torch.Tensor) -> Any:
     """``m(*args)``, through ``m.forward`` (or, for ``Linear``, ``Tanh`` and ``ReLU``, the
     function it calls) when nothing observes the module call."""
     if _observed(m):
