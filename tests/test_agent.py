@@ -1,10 +1,11 @@
 """The agents' learning-rate schedules (algo/agent.py, PPO's adaptive KL rate) and the Agent
-interface that the loop relies on."""
+interface that the loop relies on; the shared gradient clipping."""
 import pytest
 import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, LinearDecay
+from a2c_ppo_acktr.algo.agent import clip_grad_norm
 from a2c_ppo_acktr.algo.ppo import KL_LR_FACTOR
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -63,3 +64,21 @@ def test_adaptive_lr_follows_the_kl(lr, desired_kl, factor):
     assert agent.optimizer.param_groups[0]["lr"] == pytest.approx(lr * factor)
     agent.adjust_lr(10**6)  # no linear decay: the adaptive rate is left alone
     assert agent.optimizer.param_groups[0]["lr"] == pytest.approx(lr * factor)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 10.0])  # under and over max_norm
+def test_clip_grad_norm_is_torchs_bit_for_bit(scale):
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(*shape)) for shape in ((64, 4), (64,), (2, 64), (3,))]
+    grads = [torch.randn_like(p) * scale for p in params]
+    params.append(torch.nn.Parameter(torch.randn(5)))  # no gradient: skipped, as torch does
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    total = clip_grad_norm(params, 0.5)
+    ours = [p.grad for p in params[:-1]]
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    want = torch.nn.utils.clip_grad_norm_(params, 0.5, foreach=True)
+    assert torch.equal(total, want)
+    assert all(torch.equal(a, p.grad) for a, p in zip(ours, params))
+    assert params[-1].grad is None

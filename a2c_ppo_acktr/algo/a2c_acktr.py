@@ -2,12 +2,12 @@
 from typing import Any
 
 import torch
-import torch.nn as nn
 import torch.optim as optim
 
-from a2c_ppo_acktr.algo.agent import DecayingLr
+from a2c_ppo_acktr.algo.agent import DecayingLr, clip_grad_norm
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.layers import call
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
 
@@ -34,6 +34,8 @@ class A2C_ACKTR(DecayingLr):
         self.value_loss_coef = value_loss_coef
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
+        # The list, once: listing a module's parameters walks its submodules on every call.
+        self.params = list(actor_critic.parameters())
         # ACKTR's optimizer, for its Fisher statistics (the same object as self.optimizer).
         self.kfac = KFACOptimizer(actor_critic, **(kfac or {})) if acktr else None
         self.optimizer: optim.Optimizer
@@ -45,7 +47,7 @@ class A2C_ACKTR(DecayingLr):
         else:
             # foreach: one call for all parameters; on the CPU torch defaults to a Python loop
             # over them, which costs more than the arithmetic for small networks.
-            self.optimizer = optim.RMSprop(actor_critic.parameters(), lr, eps=eps, alpha=alpha,
+            self.optimizer = optim.RMSprop(self.params, lr, eps=eps, alpha=alpha,
                                            foreach=True)
         # ACKTR decays K-FAC's own lr: --lr is not used by it.
         self._init_lr_decay(self.optimizer, lr_decay_horizon)
@@ -77,7 +79,7 @@ class A2C_ACKTR(DecayingLr):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if not self.acktr and self.max_grad_norm is not None:  # (never None without ACKTR)
-            nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm, foreach=True)
+            clip_grad_norm(self.params, self.max_grad_norm)
         self.optimizer.step()
         if self.kfac is not None:
             self.stats = {"kl_clip_scale": self.kfac.nu}
@@ -91,7 +93,7 @@ class A2C_ACKTR(DecayingLr):
         the state before its first step) -> value_loss, action_loss, dist_entropy (scalars, with
         their graphs), the values (T * N, 1) and the policy's distribution."""
         values, actor_features, _ = self.actor_critic.forward_base(obs, rnn_hxs, masks)
-        dist = self.actor_critic.dist(actor_features)
+        dist = call(self.actor_critic.dist, actor_features)
         advantages = returns - values
         value_loss = advantages.pow(2).mean()
         action_loss = -(advantages.detach() * dist.log_probs(actions)).mean()

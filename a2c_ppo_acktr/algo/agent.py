@@ -1,5 +1,7 @@
 """What the training loop asks of an algorithm: ``Agent``, which PPO, A2C / ACKTR and any new
-loss implement, and the learning-rate schedule they share (``LinearDecay``, ``DecayingLr``)."""
+loss implement, and what they share: the learning-rate schedule (``LinearDecay``,
+``DecayingLr``) and gradient-norm clipping (``clip_grad_norm``)."""
+from collections.abc import Sequence
 from typing import Protocol
 
 import torch
@@ -63,3 +65,16 @@ class DecayingLr:
         """The linear decay's step (``lr_decay_horizon``), if any."""
         if self.lr_decay is not None:
             self.lr_decay(env_steps)
+
+
+def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """``nn.utils.clip_grad_norm_(params, max_norm, foreach=True)`` for parameters on one device
+    (a ``Policy``'s): the same operations, so the same gradients bit for bit, without its
+    grouping by device and dtype and a ``.to`` call per norm on every call, which on a small
+    network cost as much as the clipping. -> the total norm before clipping."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    return total

@@ -1,9 +1,8 @@
 """Proximal Policy Optimization (Schulman et al. 2017), clipped surrogate objective."""
 import torch
-import torch.nn as nn
 import torch.optim as optim
 
-from a2c_ppo_acktr.algo.agent import DecayingLr
+from a2c_ppo_acktr.algo.agent import DecayingLr, clip_grad_norm
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
@@ -63,7 +62,9 @@ class PPO(DecayingLr):
         self.desired_kl = desired_kl
         # fused: one kernel for all parameters instead of a Python loop over them; on CPU the
         # loop's per-tensor overhead is a visible share of a small-MLP update.
-        self.optimizer = optim.Adam(actor_critic.parameters(), lr=lr, eps=eps, fused=True)
+        # The list, once: listing a module's parameters walks its submodules on every call.
+        self.params = list(actor_critic.parameters())
+        self.optimizer = optim.Adam(self.params, lr=lr, eps=eps, fused=True)
         self._init_lr_decay(self.optimizer, lr_decay_horizon)  # the adaptive step: in update
         self.stats: dict[str, float] = {}
 
@@ -87,9 +88,7 @@ class PPO(DecayingLr):
                 loss, stats = self.loss(b)  # this method, or its compiled copy (speed.py)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                # foreach: as the optimizer, one call rather than a loop over the parameters
-                nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm,
-                                         foreach=True)
+                clip_grad_norm(self.params, self.max_grad_norm)
                 self.optimizer.step()
                 totals += stats
                 num_updates += 1
