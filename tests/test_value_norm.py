@@ -11,7 +11,7 @@ from a2c_ppo_acktr.algo import PPO
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.value_norm import EPS, ValueNorm
-from tests.test_ppo import N, T, bandit_rollout
+from tests.algo.test_ppo import N, T, bandit_rollout
 
 
 def test_statistics_match_stable_baselines3():

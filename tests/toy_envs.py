@@ -1,4 +1,4 @@
-"""Small envs for tests/test_cli.py, registered on import, so that ``--env-name
+"""Small envs for tests/run/test_cli.py, registered on import, so that ``--env-name
 tests.toy_envs:DictObs-v0`` (gymnasium's module:EnvId form) makes the import register them."""
 import gymnasium as gym
 import numpy as np

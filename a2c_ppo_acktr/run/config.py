@@ -272,7 +272,7 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
     if args.use_linear_lr_decay and args.lr_decay_horizon is None:
         # Fixed at the run's start and saved with it: the original's schedule, 0 right after the
         # last whole update of this budget (a GAIL CartPole run lands elsewhere with 40,000 for
-        # 39,936: tests/test_gail.py).
+        # 39,936: tests/algo/test_gail.py).
         checks.check_values(args)  # every layer's values (a recipe, a saved run), first
         args.lr_decay_horizon = whole_updates(args)
     args.notes = notes

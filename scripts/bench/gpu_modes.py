@@ -39,7 +39,7 @@ from watch import (
 
 from a2c_ppo_acktr.run.arguments import get_args
 
-# The README's Atari PPO command (tests/test_bench_gpu.py checks that the README still shows it).
+# The README's Atari PPO command (tests/scripts/test_bench_gpu.py checks that the README still shows it).
 README_PONG = ["--env-name", "PongNoFrameskip-v4", "--recipe", "original"]
 FAST_PONG = ["--env-name", "PongNoFrameskip-v4", "--recipe", "fast"]
 CPU_CARTPOLE = ["--env-name", "CartPole-v1", "--recipe", "original", "--no-cuda"]

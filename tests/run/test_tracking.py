@@ -19,7 +19,7 @@ import main
 from a2c_ppo_acktr.envs import VecPyTorchFrameStack, make_vec_envs
 from a2c_ppo_acktr.errors import ConfigError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # CartPole PPO: 3 updates of 2 envs x 32 steps; env 0 ends ~5 episodes in its 96 steps.
 PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "32",
        "--num-mini-batch", "2", "--log-interval", "1", "--num-env-steps", "192"]

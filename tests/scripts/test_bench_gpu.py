@@ -11,7 +11,7 @@ from gpu import README_PONG, sb3_case
 
 from a2c_ppo_acktr.run import recipes
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "bench", "gpu.py")
 
 

@@ -15,7 +15,7 @@ import torch
 from a2c_ppo_acktr import utils
 from a2c_ppo_acktr.run import checkpoint
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_run_paths_layout(monkeypatch):

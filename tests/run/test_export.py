@@ -32,7 +32,7 @@ from a2c_ppo_acktr.run.playback import play_envs
 from a2c_ppo_acktr.run.settings import config_from_args
 
 HAVE_ONNX = all(importlib.util.find_spec(m) for m in export.ONNX_PACKAGES)
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Runs in a fresh interpreter: torch alone loads each exported file and acts on its observations
 # (one at a time with the hidden state for a recurrent policy; as one batch otherwise).

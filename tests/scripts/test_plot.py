@@ -14,7 +14,7 @@ import curves
 from a2c_ppo_acktr.envs import episodes
 from a2c_ppo_acktr.errors import LogError
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "plot.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
 
 
 def plot(*argv):

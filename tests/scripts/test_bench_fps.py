@@ -6,7 +6,7 @@ import sys
 
 from a2c_ppo_acktr.speed import cpu_has_native_bf16
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "bench", "fps.py")
 
 

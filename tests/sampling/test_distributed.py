@@ -137,7 +137,7 @@ def test_sigterm_to_torchrun_stops_all_ranks_and_rank_0_saves(tmp_path):
     import signal
     import sys
 
-    from tests.test_cli import TINY, assert_saved, signal_run
+    from tests.run.test_cli import TINY, assert_saved, signal_run
 
     argv = TINY + ["--num-env-steps", "10000000", "--save-interval", "100000"]
     _, err = signal_run(tmp_path, argv, signal.SIGTERM, group=True, updates=2, launcher=(

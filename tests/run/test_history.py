@@ -11,8 +11,8 @@ import enjoy
 import main
 from a2c_ppo_acktr.run.checkpoint import CheckpointError, history, load_checkpoint
 from a2c_ppo_acktr.run.history import evaluate_history, history_curve
+from tests.scripts.test_plot import SCRIPT
 from tests.test_main import SHORT, expect_exit_2, run
-from tests.test_plot import SCRIPT
 
 A2C = SHORT + ["--algo", "a2c"]  # 10 updates of 16 steps
 

@@ -20,8 +20,8 @@ from a2c_ppo_acktr.run.arguments import get_args, get_config  # noqa: E402
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_actors as workers  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_learner as worker_group  # noqa: E402
-from tests.test_cli import TINY as CLI_TINY  # noqa: E402
-from tests.test_cli import assert_saved, signal_run  # noqa: E402
+from tests.run.test_cli import TINY as CLI_TINY  # noqa: E402
+from tests.run.test_cli import assert_saved, signal_run  # noqa: E402
 from tests.test_main import monitor_returns  # noqa: E402
 
 CRASH_MARKER = os.path.join(tempfile.mkdtemp(prefix="crashing-cartpole-"), "crashed")
@@ -75,7 +75,7 @@ def ray_session():
     register_test_envs()
     # The workers (other processes) register the test envs too.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"worker_process_setup_hook": "tests.test_workers.register_test_envs",
+             runtime_env={"worker_process_setup_hook": "tests.sampling.test_workers.register_test_envs",
                           "env_vars": {"PYTHONPATH": workers.ROOT, "CRASH_MARKER": CRASH_MARKER}})
     yield
     ray.shutdown()
@@ -387,7 +387,7 @@ def test_bad_env_kwargs_with_workers_is_one_line(tmp_path, capsys):
 def test_gail_on_workers(tmp_path):
     """GAIL needs nothing of the envs but the learner's normalizer: it runs on workers as locally."""
     from a2c_ppo_acktr.algo.gail import expert_path
-    from tests.test_gail import GAIL_SHORT, cartpole_expert
+    from tests.algo.test_gail import GAIL_SHORT, cartpole_expert
     experts = tmp_path / "experts"
     cartpole_expert(expert_path(str(experts), "CartPole-v1"))
     log_dir, ckpt = run(tmp_path, GAIL_SHORT + ["--algo", "ppo", "--num-workers", "2",

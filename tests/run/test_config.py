@@ -15,7 +15,7 @@ from a2c_ppo_acktr.run import config
 from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # CartPole PPO, 2 updates of 2 envs x 16 steps, with settings that differ from main.py's defaults
 # (so that a resumed run on the defaults would show it).
 PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "16",
@@ -213,7 +213,7 @@ def test_resume_of_a_run_that_saves_nothing_is_one_line(tmp_path, capsys):
 
 def test_details_lists_every_flag_a_resume_may_change():
     """docs/details.md's list matches the refusal's (issue #52: it lacked three)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "docs", "details.md")) as f:
         text = f.read()
     section = text[text.index("## Interrupting and resuming"):text.index("### Signals from")]
