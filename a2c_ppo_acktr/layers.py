@@ -1,8 +1,8 @@
 """Calling a policy's small layers without ``nn.Module``'s per-call cost: ``call`` and ``run``.
 
 On the small MLPs of classic control and MuJoCo a module call costs more than its arithmetic
-(``Module.__call__``, then ``__getattr__`` for each parameter): a 2 x 64 tower's ``nn.Sequential``
-takes about three times its bare ``F.linear`` and ``torch.tanh`` calls. ``call(m, x)`` computes
+(``Module.__call__``, then ``__getattr__`` for each parameter; docs/benchmarks.md, "Measured code
+choices"). ``call(m, x)`` computes
 exactly ``m(x)``, the same kernels on the same tensors, but calls the function directly when
 nothing could observe the difference: no hook on the module nor a global one (K-FAC's hooks on
 ``Linear`` layers keep the module calls) and no ``torch.jit.trace`` recording.
