@@ -161,9 +161,7 @@ def start(cfg: Config, stop: StopRequest) -> Run:
     return Run(paths, lead, collector, actor_critic, agent, reward_model, updates,
                steps_per_update, evaluator, stop=stop, ddp=ddp,
                state=functools.partial(checkpoint_state, cfg, actor_critic, agent, collector),
-               log_interval=cfg.run.log_interval, save_interval=cfg.run.save_interval,
-               save_history=cfg.run.save_history, eval_interval=cfg.run.eval_interval,
-               compiled=cfg.run.compile, logs=logs, tracker=tracker, created=created,
+               settings=cfg.run, logs=logs, tracker=tracker, created=created,
                saved_steps=env_steps if resumed else None)
 
 

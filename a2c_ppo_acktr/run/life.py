@@ -17,6 +17,7 @@ import numpy as np
 
 from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.algo.gail import Discriminator, GailReward
+from a2c_ppo_acktr.config import RunConfig
 from a2c_ppo_acktr.errors import CheckpointError, program
 from a2c_ppo_acktr.evaluation import Evaluations
 from a2c_ppo_acktr.model import Policy
@@ -38,8 +39,9 @@ class Run:
     """What ``main.start`` built for the loop, and its life around the updates; ``close``
     releases it.
 
-    ``log_interval`` / ``save_interval`` / ``eval_interval`` (None: never) count updates;
-    ``save_history`` (None: never) keeps a permanent copy of the checkpoint every so many.
+    ``settings``' ``log_interval`` / ``save_interval`` / ``eval_interval`` (None: never) count
+    updates; its ``save_history`` (None: never) keeps a permanent copy of the checkpoint every so
+    many; its ``compile``: say how long compiling took, after the first update.
     """
 
     paths: RunPaths
@@ -54,11 +56,7 @@ class Run:
     state: StateFn              # the checkpoint to save
     stop: StopRequest
     ddp: Optional[DDP]          # under torchrun: the ranks stop together
-    log_interval: int
-    save_interval: int
-    save_history: Optional[int]
-    eval_interval: Optional[int]
-    compiled: bool              # --compile: say how long compiling took, after the first update
+    settings: RunConfig         # the intervals, --save-history and --compile
     logs: list                  # [progress.csv, eval.csv or None] on the lead, else []
     tracker: Optional[Tracker] = None  # --track: the W&B run, on the lead
     created: list = field(default_factory=list)  # the directories made for it (abandon)
@@ -81,7 +79,7 @@ class Run:
         the reward model's ``reward_stats``; -> None to go on, or the exit status."""
         if (status := self.check_losses(update, losses)) is not None:
             return status
-        if self.compiled and update == self.updates.start:  # both compiled by now
+        if self.settings.compile and update == self.updates.start:  # both compiled by now
             self.say(f"torch.compile: {compile_seconds():.1f} s compiling the act step and the "
                      "update", sys.stdout)
         self.env_steps = (update + 1) * self.steps_per_update
@@ -117,9 +115,10 @@ class Run:
         """The checkpoint, on the lead, every ``save_interval`` updates, at the last, on a stop
         request, and the ``--save-history`` copies; -> 1 (and one line) if it cannot be
         written."""
-        keep = self.save_history is not None and (update + 1) % self.save_history == 0
+        every, history = self.settings.save_interval, self.settings.save_history
+        keep = history is not None and (update + 1) % history == 0
         if not (self.lead and self.paths.checkpoint
-                and (update % self.save_interval == 0 or last or stopping or keep)):
+                and (update % every == 0 or last or stopping or keep)):
             return None
         discr = self.reward_model.discr if self.reward_model else None
         state = self.state(self.env_steps, self.collector.obs_rms, discr)
@@ -142,7 +141,7 @@ class Run:
         and the report on stdout (the lead's)."""
         fps = int((self.env_steps - self.start_steps) / (time.time() - self.start_time))
         self.progress.update(self.env_steps, fps, float(np.mean(returns)) if returns else float("nan"))
-        if self.lead and (update % self.log_interval == 0 or last):
+        if self.lead and (update % self.settings.log_interval == 0 or last):
             row = progress_row(update, self.env_steps, fps, returns, losses, self.agent.stats,
                                self.agent.optimizer.param_groups[0]["lr"],
                                time.time() - self.start_time, **reward_stats,
@@ -153,7 +152,8 @@ class Run:
     def evaluate(self, update: int, last: bool, due: bool) -> None:
         """Every ``eval_interval`` updates (once episodes have ended: ``due``) the lead evaluates
         the policy; each row finished by now (at the last update: all) goes to eval.csv."""
-        due = due and self.lead and self.eval_interval is not None and update % self.eval_interval == 0
+        interval = self.settings.eval_interval
+        due = due and self.lead and interval is not None and update % interval == 0
         for row in self.evaluator.evaluations(self.actor_critic if due else None, update,
                                                 self.env_steps, wait=last):
             self.say(f" Evaluation at update {row['update']}: mean reward "

@@ -1,5 +1,6 @@
 """run/life.py: the named steps of a run after an update (when it saves and keeps copies, the
 any-rank stop vote, the non-finite-loss stop), on stand-ins for what start builds."""
+import dataclasses
 import math
 import os
 import signal
@@ -8,6 +9,7 @@ import types
 import torch
 
 from a2c_ppo_acktr.errors import program
+from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.run.checkpoint import RunPaths, history_path
 from a2c_ppo_acktr.run.interrupt import StopRequest
 from a2c_ppo_acktr.run.life import Run
@@ -38,8 +40,10 @@ def make_run(tmp_path, updates=range(6), save_interval=4, save_history=None, ddp
               collector, "policy", agent, None, updates, 8, Evaluations(),
               state=lambda steps, obs_rms, discr: states.append((steps, obs_rms, discr))
               or {"env_steps": torch.tensor(steps)},
-              stop=StopRequest(), ddp=ddp, log_interval=2, save_interval=save_interval,
-              save_history=save_history, eval_interval=eval_interval, compiled=False,
+              stop=StopRequest(), ddp=ddp,
+              settings=dataclasses.replace(get_config([]).run, log_interval=2,
+                                           save_interval=save_interval, save_history=save_history,
+                                           eval_interval=eval_interval, compile=False),
               logs=[logger, None] if lead else [])
     return run, states, logger
 
