@@ -1,10 +1,12 @@
 """What the training loop asks of an algorithm: ``Agent``, which PPO, A2C / ACKTR and any new
 loss implement, and what they share: the learning-rate schedule (``LinearDecay``,
-``DecayingLr``) and gradient-norm clipping (``clip_grad_norm``)."""
+``DecayingLr``) and the parameters and gradients laid out as one tensor each, with gradient-norm
+clipping on them (``FlatParams``)."""
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
+import torch.nn as nn
 
 from a2c_ppo_acktr.storage import RolloutStorage
 
@@ -67,14 +69,88 @@ class DecayingLr:
             self.lr_decay(env_steps)
 
 
-def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
-    """``nn.utils.clip_grad_norm_(params, max_norm, foreach=True)`` for parameters on one device
-    (a ``Policy``'s): the same operations, so the same gradients bit for bit, without its
-    grouping by device and dtype and a ``.to`` call per norm on every call, which on a small
-    network cost as much as the clipping. -> the total norm before clipping."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.tensor(0.0)
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
-    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
-    return total
+class FlatParams:
+    """A network's parameters laid end to end in one tensor, ``flat``, and their gradients in
+    another, ``flat.grad``: zeroing or scaling every gradient is then one op, and an optimizer
+    may step ``flat`` as one tensor, where one call per parameter tensor costs more than the
+    arithmetic on a small network (docs/benchmarks.md, "On the CPU").
+
+    The parameters keep their values and become views into ``flat``; their ``.grad`` become views
+    into ``flat.grad`` and stay allocated (backward adds into them in place), so zero them with
+    ``zero_grad`` here, not with ``set_to_none``. Build it once the network is on its device
+    (``.to`` would replace the views). Steps and clipping give the same numbers bit for bit as
+    on the separate tensors (tests/algo/test_agent.py).
+    """
+
+    def __init__(self, params: Sequence[nn.Parameter]) -> None:
+        self.params = list(params)
+        kinds = {(p.dtype, p.device) for p in self.params}
+        if len(kinds) != 1:
+            raise ValueError(f"FlatParams needs parameters of one dtype on one device, got {kinds}")
+        if not all(p.is_contiguous() or p.is_contiguous(memory_format=torch.channels_last)
+                   for p in self.params):
+            raise ValueError("FlatParams needs parameters laid out densely (contiguous or "
+                             "channels_last)")
+        first = self.params[0]
+        self.flat = nn.Parameter(first.new_empty(sum(p.numel() for p in self.params)))
+        self.grad = torch.zeros_like(self.flat)
+        self.flat.grad = self.grad
+        # Each parameter keeps its strides (a convolution's channels_last too): its segment of
+        # ``flat`` holds its elements in its own memory order, and so does its gradient's.
+        offsets = [0]
+        for p in self.params:
+            offsets.append(offsets[-1] + p.numel())
+        self.grads = [self.grad.as_strided(p.shape, p.stride(), offset)
+                      for p, offset in zip(self.params, offsets)]
+        with torch.no_grad():
+            for p, grad, offset in zip(self.params, self.grads, offsets):
+                data = self.flat.detach().as_strided(p.shape, p.stride(), offset)
+                data.copy_(p)
+                p.data = data
+                p.grad = grad
+
+    def zero_grad(self) -> None:
+        """Zero every gradient (one op), re-linking any that code elsewhere set to None."""
+        self.grad.zero_()
+        self.flat.grad = self.grad
+        for p, grad in zip(self.params, self.grads):
+            if p.grad is not grad:
+                p.grad = grad
+
+    def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
+        """``nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)`` bit for bit (the norm
+        of the per-tensor norms), without its grouping by device and dtype and a ``.to`` per norm,
+        and with one scaling op; -> the total norm before clipping."""
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(self.grads, 2.0)), 2.0)
+        self.grad.mul_(torch.clamp(max_norm / (total + 1e-6), max=1.0))
+        return total
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """``optimizer.load_state_dict(state)``; where the optimizer steps one flat tensor
+    (``FlatParams.flat``) and ``state`` is that of an optimizer of the separate tensors (a
+    checkpoint from before A2C stepped it flat), each state tensor's parts are laid end to end
+    first, as ``flat`` lays the parameters. ``ValueError`` if they cannot be."""
+    ours, theirs = optimizer.param_groups[0]["params"], state["param_groups"][0]["params"]
+    if len(optimizer.param_groups) == len(state["param_groups"]) == 1 and len(ours) == 1 < len(theirs):
+        parts = [state["state"][i] for i in theirs if i in state["state"]]
+        if parts and len(parts) != len(theirs):
+            raise ValueError(f"the optimizer state holds {len(parts)} of {len(theirs)} "
+                             "parameters' entries; it cannot be laid out as one tensor")
+        merged = {key: parts[0][key] if key == "step" else
+                  torch.cat([_in_memory_order(part[key]) for part in parts]) for key in parts[0]
+                  } if parts else {}
+        sizes = {value.numel() for key, value in merged.items() if key != "step"}
+        if sizes and sizes != {ours[0].numel()}:
+            raise ValueError(f"the optimizer state holds {sizes.pop()} values per state tensor, "
+                             f"the network {ours[0].numel()} parameters")
+        state = {"state": {0: merged} if merged else {},
+                 "param_groups": [{**state["param_groups"][0], "params": [0]}]}
+    optimizer.load_state_dict(state)
+
+
+def _in_memory_order(t: torch.Tensor) -> torch.Tensor:
+    """A dense tensor's elements as they lie in memory (as ``FlatParams`` lays a parameter out:
+    a channels_last convolution's too), flattened."""
+    dims = sorted(range(t.dim()), key=lambda d: -t.stride()[d])
+    return t.permute(dims).reshape(-1)

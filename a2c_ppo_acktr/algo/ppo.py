@@ -2,7 +2,7 @@
 import torch
 import torch.optim as optim
 
-from a2c_ppo_acktr.algo.agent import DecayingLr, clip_grad_norm
+from a2c_ppo_acktr.algo.agent import DecayingLr, FlatParams
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
@@ -60,10 +60,14 @@ class PPO(DecayingLr):
         self.max_grad_norm = max_grad_norm
         self.use_clipped_value_loss = use_clipped_value_loss
         self.desired_kl = desired_kl
-        # fused: one kernel for all parameters instead of a Python loop over them; on CPU the
-        # loop's per-tensor overhead is a visible share of a small-MLP update.
         # The list, once: listing a module's parameters walks its submodules on every call.
         self.params = list(actor_critic.parameters())
+        # Gradients in one tensor: zeroing and clipping them is one op, not one per tensor.
+        self.flat = FlatParams(self.params)
+        # fused: one kernel for all parameters instead of a Python loop over them. On the
+        # separate tensors, not on self.flat.flat: the fused kernel rounds the few elements at
+        # the end of a tensor apart from the rest, so one flat tensor would change the weights'
+        # last bits, and so every seed's result (docs/benchmarks.md, "On the CPU").
         self.optimizer = optim.Adam(self.params, lr=lr, eps=eps, fused=True)
         self._init_lr_decay(self.optimizer, lr_decay_horizon)  # the adaptive step: in update
         self.stats: dict[str, float] = {}
@@ -86,9 +90,9 @@ class PPO(DecayingLr):
                 batches = rollouts.feed_forward_generator(advantages, self.num_mini_batch)
             for b in batches:
                 loss, stats = self.loss(b)  # this method, or its compiled copy (speed.py)
-                self.optimizer.zero_grad(set_to_none=True)
+                self.flat.zero_grad()
                 loss.backward()
-                clip_grad_norm(self.params, self.max_grad_norm)
+                self.flat.clip_grad_norm(self.max_grad_norm)
                 self.optimizer.step()
                 totals += stats
                 num_updates += 1

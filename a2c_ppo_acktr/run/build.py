@@ -9,6 +9,7 @@ import torch
 
 from a2c_ppo_acktr import algo, speed
 from a2c_ppo_acktr.algo import gail
+from a2c_ppo_acktr.algo.agent import load_optimizer_state
 from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig, PolicyConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
@@ -83,7 +84,7 @@ def restore(env_name: str, paths: RunPaths, resumed: dict, envs: RunEnvs,
         check_checkpoint(resumed, paths.checkpoint, env_name, space_shape(envs.observation_space),
                          envs.action_space)
         actor_critic.load_state_dict(resumed["actor_critic"])
-        agent.optimizer.load_state_dict(resumed["optimizer"])
+        load_optimizer_state(agent.optimizer, resumed["optimizer"])
         if discr is not None:
             if resumed.get("gail") is None:
                 raise CheckpointError(f"{paths.checkpoint} was trained without --gail")

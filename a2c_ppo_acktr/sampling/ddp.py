@@ -83,11 +83,11 @@ class DDP:
             flat = torch.cat([g.reshape(-1) for g in grads])
             dist.all_reduce(flat)
             flat /= self.world_size
-            offset = 0
-            for p in params:
-                n = p.numel()
-                p.grad = flat[offset:offset + n].view_as(p)
-                offset += n
+            for p, mean in zip(params, flat.split([p.numel() for p in params])):
+                if p.grad is None:
+                    p.grad = mean.view_as(p)
+                else:  # in place: the agent's gradients are views into one tensor (FlatParams)
+                    p.grad.copy_(mean.view_as(p))
 
         def queue(_param):
             if self._pending is None:
