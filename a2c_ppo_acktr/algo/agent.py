@@ -69,6 +69,10 @@ class DecayingLr:
             self.lr_decay(env_steps)
 
 
+# Bytes between the starts of FlatParams' segments: CPU vector loads and the allocators' own.
+ALIGN = 64
+
+
 class FlatParams:
     """A network's parameters laid end to end in one tensor, ``flat``, and their gradients in
     another, ``flat.grad``: zeroing or scaling every gradient is then one op, and an optimizer
@@ -91,15 +95,17 @@ class FlatParams:
                    for p in self.params):
             raise ValueError("FlatParams needs parameters laid out densely (contiguous or "
                              "channels_last)")
-        first = self.params[0]
-        self.flat = nn.Parameter(first.new_empty(sum(p.numel() for p in self.params)))
+        # Each parameter's segment starts ALIGN bytes apart from the last (zeros between): matrix
+        # products round differently on weights that start elsewhere, so unaligned views would
+        # change the weights' last bits. Each keeps its strides (a convolution's channels_last
+        # too): its segment holds its elements in its own memory order, and so does its gradient's.
+        sizes = [_padded(p.numel(), p.element_size()) for p in self.params]
+        offsets = [0]
+        for size in sizes:
+            offsets.append(offsets[-1] + size)
+        self.flat = nn.Parameter(self.params[0].new_zeros(offsets[-1]))
         self.grad = torch.zeros_like(self.flat)
         self.flat.grad = self.grad
-        # Each parameter keeps its strides (a convolution's channels_last too): its segment of
-        # ``flat`` holds its elements in its own memory order, and so does its gradient's.
-        offsets = [0]
-        for p in self.params:
-            offsets.append(offsets[-1] + p.numel())
         self.grads = [self.grad.as_strided(p.shape, p.stride(), offset)
                       for p, offset in zip(self.params, offsets)]
         with torch.no_grad():
@@ -138,7 +144,7 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]
             raise ValueError(f"the optimizer state holds {len(parts)} of {len(theirs)} "
                              "parameters' entries; it cannot be laid out as one tensor")
         merged = {key: parts[0][key] if key == "step" else
-                  torch.cat([_in_memory_order(part[key]) for part in parts]) for key in parts[0]
+                  torch.cat([_in_flat_order(part[key]) for part in parts]) for key in parts[0]
                   } if parts else {}
         sizes = {value.numel() for key, value in merged.items() if key != "step"}
         if sizes and sizes != {ours[0].numel()}:
@@ -149,8 +155,16 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]
     optimizer.load_state_dict(state)
 
 
-def _in_memory_order(t: torch.Tensor) -> torch.Tensor:
-    """A dense tensor's elements as they lie in memory (as ``FlatParams`` lays a parameter out:
-    a channels_last convolution's too), flattened."""
+def _padded(numel: int, element_size: int) -> int:
+    """How many elements ``FlatParams`` gives a tensor of ``numel``: up to a multiple of ALIGN
+    bytes."""
+    per_align = max(1, ALIGN // element_size)
+    return -(-numel // per_align) * per_align
+
+
+def _in_flat_order(t: torch.Tensor) -> torch.Tensor:
+    """A dense tensor's elements as ``FlatParams`` lays them out: in memory order (a
+    channels_last convolution's too), flattened, with zeros up to its padded size."""
     dims = sorted(range(t.dim()), key=lambda d: -t.stride()[d])
-    return t.permute(dims).reshape(-1)
+    values = t.permute(dims).reshape(-1)
+    return torch.cat([values, values.new_zeros(_padded(t.numel(), t.element_size()) - t.numel())])
