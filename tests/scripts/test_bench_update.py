@@ -1,0 +1,31 @@
+"""scripts/bench/update.py, run as a user runs it: one case's update timed alone, and the A/B
+against another checkout (here the same one, so the ratio is about 1)."""
+import os
+import re
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(REPO, "scripts", "bench", "update.py")
+
+
+def _run(*args):
+    proc = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_a_ppo_update_is_timed_per_gradient_step():
+    out = _run("--case", "a", "--updates", "2")
+    us, per_step, steps = re.match(r"case a: (\d+) us per update, (\d+) us per gradient step "
+                                   r"\((\d+) per update\)", out).groups()
+    assert int(steps) == 16 and 0 < int(per_step) * 16 <= int(us) + 16
+
+
+def test_vs_another_tree_prints_each_pair_and_the_median():
+    out = _run("--case", "b", "--updates", "20", "--vs", REPO, "--pairs", "2")
+    assert len(re.findall(r"^pair \d: this code \d+ us, .* \d+ us, ratio \d+\.\d\d$", out,
+                          re.M)) == 2
+    ratio = float(re.search(r"median ratio this code / .* (\d+\.\d\d) \(", out).group(1))
+    assert 0.2 < ratio < 5
