@@ -8,8 +8,8 @@ Slot 0 of the T+1 tensors holds the state the rollout started from. One addition
 bootstrap_values (T, N, 1), the value of the real final observation of an episode truncated at
 step t (zero elsewhere).
 """
-from collections.abc import Iterator, Sequence
-from typing import NamedTuple, Self
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, Self
 
 import gymnasium as gym
 import numpy as np
@@ -28,6 +28,10 @@ def _host_array(x: torch.Tensor) -> np.ndarray:
         return x.numpy()
     except (RuntimeError, TypeError):
         return x.detach().cpu().numpy()
+
+
+def _same(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 class Minibatch(NamedTuple):
@@ -161,20 +165,25 @@ class RolloutStorage:
             bootstrap = self.bootstrap_values * (1.0 - self.bad_masks[1:])
         else:
             bootstrap = torch.zeros_like(self.bootstrap_values)
+        # The backward recursions go through T rows of N values one at a time: on the CPU they run
+        # on numpy views, whose per-call cost is a fraction of torch's (the same float32
+        # operations, so the same numbers: tests/test_storage.py).
+        rows: Callable[[torch.Tensor], Any] = _host_array if self._host is not None else _same
+        returns = rows(self.returns)
         if use_gae:
             # (T, N, 1): one-step TD errors, then the backward GAE recursion.
-            deltas = (self.rewards + gamma * (masks * self.value_preds[1:] + bootstrap)
-                      - self.value_preds[:-1])
-            discounts = gamma * gae_lambda * masks
-            gae = torch.zeros_like(next_value)
+            deltas = rows(self.rewards + gamma * (masks * self.value_preds[1:] + bootstrap)
+                          - self.value_preds[:-1])
+            discounts = rows(gamma * gae_lambda * masks)
+            gae = np.zeros_like(returns[-1]) if rows is _host_array else torch.zeros_like(next_value)
             for t in reversed(range(self.num_steps)):
                 gae = deltas[t] + discounts[t] * gae
-                self.returns[t] = gae
+                returns[t] = gae
             self.returns[:-1] += self.value_preds[:-1]
         else:
+            rewards, alive, cut = rows(self.rewards), rows(masks), rows(bootstrap)
             for t in reversed(range(self.num_steps)):
-                self.returns[t] = self.rewards[t] + gamma * (
-                    masks[t] * self.returns[t + 1] + bootstrap[t])
+                returns[t] = rewards[t] + gamma * (alive[t] * returns[t + 1] + cut[t])
 
     @torch.inference_mode()
     def recompute_returns(self, actor_critic: Policy, chunk: int = 256) -> None:

@@ -65,6 +65,19 @@ def test_compute_returns_matches_reference_loop(use_gae, proper):
     np.testing.assert_allclose(r.returns.squeeze(-1).numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("use_gae", [True, False])
+@pytest.mark.parametrize("proper", [True, False])
+def test_returns_on_numpy_rows_are_torchs_bit_for_bit(use_gae, proper):
+    """On the CPU the recursions run on numpy views; on a GPU (no host views) on torch."""
+    r = filled_storage(seed=2)
+    on_torch = copy.deepcopy(r)
+    on_torch._host = None  # as on a GPU
+    next_value = torch.randn(N, 1)
+    for storage in (r, on_torch):
+        storage.compute_returns(next_value, use_gae, GAMMA, LAM, use_proper_time_limits=proper)
+    assert torch.equal(r.returns, on_torch.returns)
+
+
 @pytest.mark.parametrize("truncations", [False, True])
 def test_gae_matches_stable_baselines3(truncations):
     """SB3 folds the truncation bootstrap into the reward (r + gamma * V(final_obs)); same returns."""
