@@ -83,8 +83,17 @@ def assert_same_weights(eager, compiled, close=close):
         close(q, p, msg=lambda m, name=name: f"{name}: {m}")
 
 
+@pytest.fixture(autouse=True)
+def cold_compile_cache():
+    """Each test starts with nothing compiled, as it does alone or first on an xdist worker:
+    Dynamo caches what it compiled per function (``Policy.act``, ``loss``), not per policy, so
+    an earlier test's compile would otherwise spare a later one its own."""
+    torch._dynamo.reset()
+
+
 def no_recompiles(steps):
-    """Run ``steps`` (callables) with recompiling an error; -> graphs compiled meanwhile."""
+    """Run ``steps`` (callables) with recompiling an error; -> graphs compiled meanwhile (a
+    function compiled for the first time counts too: compile each before)."""
     graphs = counters["stats"]["unique_graphs"]
     with torch._dynamo.config.patch(error_on_recompile=True):
         for step in steps:
@@ -124,6 +133,8 @@ def test_compiled_ppo_equals_eager(kind, precision):
 def test_compiled_a2c_equals_eager():
     eager, compiled = twins("mlp")
     rollouts = collect(eager, "mlp", seed=1)
+    # The act step compiles here, not in the rollout no_recompiles watches.
+    assert_same_rollout(rollouts, collect(compiled, "mlp", seed=1))
     agents = [A2C_ACKTR(policy, 0.5, 0.01, lr=7e-4, eps=1e-5, alpha=0.99, max_grad_norm=0.5)
               for policy in (eager, compiled)]
     speed.compile_agent(agents[1], CPU)
