@@ -83,8 +83,23 @@ def assert_same_weights(eager, compiled, close=close):
         close(q, p, msg=lambda m, name=name: f"{name}: {m}")
 
 
+@pytest.fixture(autouse=True)
+def compiles_alone():
+    """Each test starts with nothing compiled, as it does alone or first on an xdist worker:
+    Dynamo caches what it compiled per function (``Policy.act``, ``loss``), not per policy, so
+    an earlier test's compile would otherwise spare a later one its own. And each leaves
+    Inductor's ``compile_threads`` as it found it, for the compiles after it."""
+    from torch._inductor import config
+
+    torch._dynamo.reset()
+    threads = config.compile_threads
+    yield
+    assert config.compile_threads == threads
+
+
 def no_recompiles(steps):
-    """Run ``steps`` (callables) with recompiling an error; -> graphs compiled meanwhile."""
+    """Run ``steps`` (callables) with recompiling an error; -> graphs compiled meanwhile (a
+    function compiled for the first time counts too: compile each before)."""
     graphs = counters["stats"]["unique_graphs"]
     with torch._dynamo.config.patch(error_on_recompile=True):
         for step in steps:
@@ -124,6 +139,8 @@ def test_compiled_ppo_equals_eager(kind, precision):
 def test_compiled_a2c_equals_eager():
     eager, compiled = twins("mlp")
     rollouts = collect(eager, "mlp", seed=1)
+    # The act step compiles here, not in the rollout no_recompiles watches.
+    assert_same_rollout(rollouts, collect(compiled, "mlp", seed=1))
     agents = [A2C_ACKTR(policy, 0.5, 0.01, lr=7e-4, eps=1e-5, alpha=0.99, max_grad_norm=0.5)
               for policy in (eager, compiled)]
     speed.compile_agent(agents[1], CPU)
@@ -222,12 +239,11 @@ def test_cuda_graph_ppo_update_equals_eager(kind):
         assert no_recompiles([functools.partial(one_more, j) for j in range(3)]) == 0
 
 
-def test_a_compile_that_fails_in_the_workers_runs_again_in_this_process(monkeypatch, capsys):
+def test_a_compile_that_fails_in_the_workers_runs_again_in_this_process(capsys):
     """Where Inductor's worker processes cannot see the GPU, the compile goes again with
     ``compile_threads`` 1 and says so in one line; other errors pass through."""
     from torch._inductor import config
 
-    monkeypatch.setattr(config, "compile_threads", 4)
     calls = []
 
     def compiled(x):
@@ -235,8 +251,11 @@ def test_a_compile_that_fails_in_the_workers_runs_again_in_this_process(monkeypa
         if config.compile_threads > 1:
             raise RuntimeError(f"backend failed: RuntimeError: {speed.WORKER_FAILURE}")
         return x + 1
-    assert speed.in_process_on_worker_failure(compiled)(1) == 2
-    assert calls == [4, 1] and config.compile_threads == 1
+    # config.patch, not monkeypatch: monkeypatch's undo deletes the setting (the config module
+    # keeps its values outside its __dict__), and every later compile in the process fails.
+    with config.patch(compile_threads=4):
+        assert speed.in_process_on_worker_failure(compiled)(1) == 2
+        assert calls == [4, 1] and config.compile_threads == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["torch.compile: Inductor's compile workers failed (Could not find an active GPU "
                    "backend); compiling in this process"]
