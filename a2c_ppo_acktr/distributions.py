@@ -8,7 +8,7 @@ Each head's ``forward`` returns a light distribution object with the interface o
 Shapes (N = batch): ``log_probs(actions)`` -> (N, 1), summed over action dimensions;
 ``entropy()`` -> (N,); ``sample()`` / ``mode()`` -> (N, 1) long for Categorical, (N, D) long for
 MultiCategorical, (N, D) float for DiagGaussian and Bernoulli, the layout ``RolloutStorage.actions``
-keeps.
+keeps. ``sample(generator)`` draws from that ``torch.Generator``, by default torch's global one.
 """
 import math
 
@@ -22,6 +22,21 @@ from a2c_ppo_acktr.utils import init
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
+def _normal(like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """N(0, 1) noise shaped like ``like``, from ``generator`` (None: the global one, by
+    ``randn_like``, which takes no generator)."""
+    if generator is None:
+        return torch.randn_like(like)
+    return torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device)
+
+
+def _uniform(like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """U[0, 1) noise shaped like ``like``, from ``generator`` (None: the global one)."""
+    if generator is None:
+        return torch.rand_like(like)
+    return torch.rand(like.shape, generator=generator, dtype=like.dtype, device=like.device)
+
+
 class CategoricalDist:
     """Categorical over ``logits`` (N, K)."""
 
@@ -30,12 +45,13 @@ class CategoricalDist:
     def __init__(self, logits: torch.Tensor) -> None:
         self.logits = torch.log_softmax(logits, -1)  # normalized log-probabilities
 
-    def sample(self) -> torch.Tensor:
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         # Inverse CDF: the first k with cdf[k] >= u, u ~ U[0, 1); cheaper than torch.multinomial
         # for a few rows (docs/benchmarks.md, "Measured code choices"). The clamp guards a u
         # above a last cdf that rounding left below 1.
         cdf = self.logits.exp().cumsum_(-1)
-        u = torch.rand(cdf.shape[:-1] + (1,), device=cdf.device, dtype=cdf.dtype)
+        u = torch.rand(cdf.shape[:-1] + (1,), generator=generator, device=cdf.device,
+                       dtype=cdf.dtype)
         return torch.searchsorted(cdf, u).clamp_(max=cdf.size(-1) - 1)
 
     def log_probs(self, actions: torch.Tensor) -> torch.Tensor:
@@ -57,8 +73,8 @@ class MultiCategoricalDist:
     def __init__(self, logits: torch.Tensor, nvec: list[int]) -> None:
         self.dists = [CategoricalDist(part) for part in torch.split(logits, nvec, dim=-1)]
 
-    def sample(self) -> torch.Tensor:
-        return torch.cat([d.sample() for d in self.dists], -1)
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        return torch.cat([d.sample(generator) for d in self.dists], -1)
 
     def log_probs(self, actions: torch.Tensor) -> torch.Tensor:
         columns = actions.split(1, -1)
@@ -79,8 +95,8 @@ class DiagGaussianDist:
     def __init__(self, mean: torch.Tensor, logstd: torch.Tensor) -> None:
         self.mean, self.logstd = mean, logstd
 
-    def sample(self) -> torch.Tensor:
-        return self.mean + self.logstd.exp() * torch.randn_like(self.mean)
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        return self.mean + self.logstd.exp() * _normal(self.mean, generator)
 
     def log_probs(self, actions: torch.Tensor) -> torch.Tensor:
         z = (actions - self.mean) * torch.exp(-self.logstd)
@@ -102,8 +118,8 @@ class BernoulliDist:
     def __init__(self, logits: torch.Tensor) -> None:
         self.logits = logits
 
-    def sample(self) -> torch.Tensor:
-        return (torch.rand_like(self.logits) < torch.sigmoid(self.logits)).float()
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        return (_uniform(self.logits, generator) < torch.sigmoid(self.logits)).float()
 
     def log_probs(self, actions: torch.Tensor) -> torch.Tensor:
         lp = -F.binary_cross_entropy_with_logits(self.logits, actions, reduction="none")

@@ -213,12 +213,12 @@ class RolloutStorage:
         # (T or T+1, N, ...) -> (T * N, ...), dropping the bootstrap slot if present.
         return tensor[:self.num_steps].reshape(-1, *tensor.shape[2:])
 
-    def feed_forward_generator(self, advantages: torch.Tensor | None,
-                               num_mini_batch: int) -> Iterator[Minibatch]:
+    def feed_forward_generator(self, advantages: torch.Tensor | None, num_mini_batch: int,
+                               generator: torch.Generator | None = None) -> Iterator[Minibatch]:
         """Yield ``num_mini_batch`` ``Minibatch``es of T * N // ``num_mini_batch`` random (step,
         env) samples, each sample at most once (the remainder of the division is left out).
 
-        ``advantages`` (T, N, 1).
+        ``advantages`` (T, N, 1). ``generator`` draws the permutation (None: torch's global one).
         """
         T, N = self.rewards.shape[:2]
         batch_size = T * N
@@ -235,15 +235,16 @@ class RolloutStorage:
         masks = self._flat(self.masks)
         old_log_probs = self._flat(self.action_log_probs)
         adv = None if advantages is None else advantages.reshape(-1, 1)
-        perm = torch.randperm(batch_size, device=self.rewards.device)
+        perm = torch.randperm(batch_size, generator=generator, device=self.rewards.device)
         for start in range(0, batch_size - mini_batch_size + 1, mini_batch_size):
             idx = perm[start:start + mini_batch_size]
             yield Minibatch(obs[idx], hxs[idx], actions[idx], value_preds[idx], returns[idx],
                             masks[idx], old_log_probs[idx], None if adv is None else adv[idx])
 
-    def recurrent_generator(self, advantages: torch.Tensor | None,
-                            num_mini_batch: int) -> Iterator[Minibatch]:
-        """Yield ``Minibatch``es of whole env columns (all T steps of N / num_mini_batch envs).
+    def recurrent_generator(self, advantages: torch.Tensor | None, num_mini_batch: int,
+                            generator: torch.Generator | None = None) -> Iterator[Minibatch]:
+        """Yield ``Minibatch``es of whole env columns (all T steps of N / num_mini_batch envs),
+        in an order drawn from ``generator`` (None: torch's global one).
 
         Tensors are flattened time-major, (T, n, ...) -> (T * n, ...), which is what
         ``NNBase._forward_gru`` expects; ``recurrent_hidden_states`` is the state at step 0 (n, H).
@@ -254,7 +255,7 @@ class RolloutStorage:
                 f"recurrent PPO needs num_processes ({N}) to be at least num_mini_batch "
                 f"({num_mini_batch})")
         envs_per_batch = N // num_mini_batch
-        perm = torch.randperm(N, device=self.rewards.device)
+        perm = torch.randperm(N, generator=generator, device=self.rewards.device)
         for start in range(0, N - envs_per_batch + 1, envs_per_batch):
             ind = perm[start:start + envs_per_batch]
 

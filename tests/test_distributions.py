@@ -91,3 +91,22 @@ def test_log_probs_are_differentiable():
     x = torch.randn(6, 4)
     head(x).log_probs(torch.randn(6, 2)).sum().backward()
     assert head.logstd.grad is not None and head.fc_mean.weight.grad is not None
+
+
+@pytest.mark.parametrize("head", [Categorical(4, 5), MultiCategorical(4, [3, 2]),
+                                  DiagGaussian(4, 3), Bernoulli(4, 3)],
+                         ids=["categorical", "multicategorical", "diag_gaussian", "bernoulli"])
+def test_sample_draws_from_a_given_generator_else_the_global_one(head):
+    dist = head(torch.randn(64, 4))
+    torch.manual_seed(7)
+    by_global = dist.sample()
+    after = torch.get_rng_state()
+    torch.manual_seed(7)
+    assert torch.equal(dist.sample(None), by_global)
+    assert torch.equal(torch.get_rng_state(), after)
+
+    torch.manual_seed(1)
+    state = torch.get_rng_state()
+    own = dist.sample(torch.Generator().manual_seed(7))
+    assert torch.equal(torch.get_rng_state(), state)  # the global generator drew nothing
+    assert torch.equal(own, by_global)  # the same seed, the same draws

@@ -224,3 +224,31 @@ def test_compute_returns_takes_its_settings_as_one_returns_config_too():
     one_by_one.compute_returns(torch.ones(N, 1), True, GAMMA, LAM, True)
     assert torch.equal(by_part.returns, one_by_one.returns)
     assert by_part.returns_settings == one_by_one.returns_settings == settings
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_generators_draw_from_the_global_generator_unless_given_one(recurrent):
+    """The original's call draws its order (one randperm) from torch's global generator, where a
+    synchronous run's PPO has always drawn it; a given generator draws it instead, the global
+    one untouched."""
+    r = RolloutStorage(T, N, (1,), spaces.Discrete(2), 1)
+    r.obs[:T] = torch.arange(T * N, dtype=torch.float32).view(T, N, 1)
+    method = r.recurrent_generator if recurrent else r.feed_forward_generator
+
+    def order(*generator):
+        return torch.cat([b.obs for b in method(torch.zeros(T, N, 1), 2, *generator)])
+
+    torch.manual_seed(3)
+    by_global = order()
+    after = torch.get_rng_state()
+    torch.manual_seed(3)
+    torch.randperm(N if recurrent else T * N)
+    assert torch.equal(after, torch.get_rng_state())  # one randperm of the global generator
+    torch.manual_seed(3)
+    assert torch.equal(order(None), by_global)
+
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    own = order(torch.Generator().manual_seed(3))
+    assert torch.equal(torch.get_rng_state(), state)  # the global generator drew nothing
+    assert torch.equal(own, by_global)  # the same seed, the same order
