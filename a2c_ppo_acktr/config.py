@@ -88,6 +88,12 @@ class SamplingConfig:
     async_rollouts: bool = False
     check_rollouts: bool = False
 
+    @property
+    def in_thread(self) -> bool:
+        """A sampler thread of this process steps the envs (--async-rollouts without Ray workers,
+        which sample in their own processes)."""
+        return self.async_rollouts and not self.num_workers
+
 
 @dataclass(frozen=True)
 class GailConfig:

@@ -21,19 +21,21 @@ class A2C_ACKTR(DecayingLr):
     ``lr``, ``eps``, ``alpha`` and ``max_grad_norm``; its Fisher statistics come from the sampled
     Fisher loss (docs/details.md, "ACKTR"), and after each update ``stats["kl_clip_scale"]`` is the
     factor the KL clip scaled the step by (1: it did not bind). ``lr_decay_horizon``: linear decay
-    of the lr (K-FAC's under ACKTR) to 0 at that many env steps.
+    of the lr (K-FAC's under ACKTR) to 0 at that many env steps. ``generator`` draws ACKTR's
+    sampled Fisher loss (None: torch's global generator).
     """
 
     def __init__(self, actor_critic: Policy, value_loss_coef: float, entropy_coef: float,
                  lr: float | None = None, eps: float | None = None, alpha: float | None = None,
                  max_grad_norm: float | None = None, acktr: bool = False,
-                 lr_decay_horizon: int | None = None, kfac: dict[str, Any] | None = None
-                 ) -> None:
+                 lr_decay_horizon: int | None = None, kfac: dict[str, Any] | None = None,
+                 generator: torch.Generator | None = None) -> None:
         self.actor_critic = actor_critic
         self.acktr = acktr
         self.value_loss_coef = value_loss_coef
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
+        self.generator = generator
         # The list, once: listing a module's parameters walks its submodules on every call.
         self.params = list(actor_critic.parameters())
         # ACKTR's optimizer, for its Fisher statistics (the same object as self.optimizer).
@@ -117,9 +119,10 @@ class A2C_ACKTR(DecayingLr):
         fisher_loss = None
         if fisher:
             # The Fisher of the policy is E over actions sampled from it, not the taken ones.
-            sampled = dist.sample().detach()
+            sampled = dist.sample(self.generator).detach()
             pg_fisher_loss = -dist.log_probs(sampled).mean()
-            value_noise = torch.randn(values.size(), device=values.device)
+            value_noise = torch.randn(values.size(), generator=self.generator,
+                                      device=values.device)
             sample_values = values + value_noise
             vf_fisher_loss = -(values - sample_values.detach()).pow(2).mean()
             fisher_loss = pg_fisher_loss + vf_fisher_loss

@@ -30,7 +30,8 @@ class PPO(DecayingLr):
     each epoch after the first (``RolloutStorage.recompute_returns``; feed-forward only). With
     ``Policy(value_norm=True)`` the value loss is in the head's units. After ``update``, ``stats``
     holds the mean ``approx_kl`` (E[(r - 1) - log r]) and ``clip_fraction``. The options' sources:
-    docs/details.md, "Flags and run files".
+    docs/details.md, "Flags and run files". ``generator`` draws the minibatches (None: torch's
+    global generator; a sampler thread drawing actions from that one makes its own necessary).
     """
 
     def __init__(self, actor_critic: Policy, clip_param: float, ppo_epoch: int,
@@ -39,7 +40,8 @@ class PPO(DecayingLr):
                  max_grad_norm: float | None = None, use_clipped_value_loss: bool = True,
                  advantage_norm: str = "batch", desired_kl: float | None = None,
                  lr_decay_horizon: int | None = None,
-                 recompute_advantages: bool = False) -> None:
+                 recompute_advantages: bool = False,
+                 generator: torch.Generator | None = None) -> None:
         if advantage_norm not in ADVANTAGE_NORMS:
             raise ConfigError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
                              f"{', '.join(ADVANTAGE_NORMS)}")
@@ -60,6 +62,7 @@ class PPO(DecayingLr):
         self.max_grad_norm = max_grad_norm
         self.use_clipped_value_loss = use_clipped_value_loss
         self.desired_kl = desired_kl
+        self.generator = generator
         # The list, once: listing a module's parameters walks its submodules on every call.
         self.params = list(actor_critic.parameters())
         # Gradients in one tensor: zeroing and clipping them is one op, not one per tensor.
@@ -85,9 +88,11 @@ class PPO(DecayingLr):
                 advantages = self._advantages(rollouts)
             epoch_kl, epoch_start = totals[KL].clone(), num_updates
             if self.actor_critic.is_recurrent:
-                batches = rollouts.recurrent_generator(advantages, self.num_mini_batch)
+                batches = rollouts.recurrent_generator(advantages, self.num_mini_batch,
+                                                       self.generator)
             else:
-                batches = rollouts.feed_forward_generator(advantages, self.num_mini_batch)
+                batches = rollouts.feed_forward_generator(advantages, self.num_mini_batch,
+                                                          self.generator)
             for b in batches:
                 loss, stats = self.loss(b)  # this method, or its compiled copy (speed.py)
                 self.flat.zero_grad()

@@ -5,6 +5,7 @@ import functools
 import os
 from typing import Optional
 
+import numpy as np
 import torch
 
 from a2c_ppo_acktr import algo, speed
@@ -35,8 +36,11 @@ def run_policy_kwargs(cfg: PolicyConfig) -> dict:
     return {**policy_kwargs(cfg), "precision": cfg.precision}
 
 
-def make_agent(cfg: AlgoConfig, actor_critic: Policy) -> algo.Agent:
-    """The ``--algo`` agent on ``actor_critic`` (run/checks.py refuses an unknown name)."""
+def make_agent(cfg: AlgoConfig, actor_critic: Policy,
+               generator: Optional[torch.Generator] = None) -> algo.Agent:
+    """The ``--algo`` agent on ``actor_critic`` (run/checks.py refuses an unknown name), drawing
+    its random numbers (PPO's minibatches, ACKTR's sampled Fisher) from ``generator`` (None:
+    torch's global one)."""
     if cfg.algo == "ppo":
         return algo.PPO(actor_critic, cfg.clip_param, cfg.ppo_epoch, cfg.num_mini_batch,
                         cfg.value_loss_coef, cfg.entropy_coef, lr=cfg.lr, eps=cfg.eps,
@@ -44,12 +48,24 @@ def make_agent(cfg: AlgoConfig, actor_critic: Policy) -> algo.Agent:
                         use_clipped_value_loss=cfg.use_clipped_value_loss,
                         advantage_norm=cfg.advantage_norm, desired_kl=cfg.desired_kl,
                         lr_decay_horizon=cfg.lr_decay_horizon,
-                        recompute_advantages=cfg.recompute_advantages)
+                        recompute_advantages=cfg.recompute_advantages, generator=generator)
     assert cfg.algo in ("a2c", "acktr"), f"--algo {cfg.algo!r}"
     return algo.A2C_ACKTR(actor_critic, cfg.value_loss_coef, cfg.entropy_coef, lr=cfg.lr,
                           eps=cfg.eps, alpha=cfg.alpha, max_grad_norm=cfg.max_grad_norm,
                           acktr=cfg.algo == "acktr", lr_decay_horizon=cfg.lr_decay_horizon,
-                          kfac=cfg.kfac_settings)
+                          kfac=cfg.kfac_settings, generator=generator)
+
+
+def learner_generator(cfg: Config, env_steps: int, device: torch.device
+                      ) -> Optional[torch.Generator]:
+    """The agent's own generator where a sampler thread draws actions from torch's global one
+    meanwhile (their order would follow the threads' timing), seeded from the run's seed and
+    where it starts; None elsewhere: the learner draws from the global generator, as it always
+    has."""
+    if not cfg.sampling.in_thread:
+        return None
+    seed = np.random.SeedSequence([cfg.run.seed, env_steps]).generate_state(1)[0]
+    return torch.Generator(device).manual_seed(int(seed))
 
 
 def make_gail(cfg: GailConfig, env_name: str, gamma: float, envs: RunEnvs, device: torch.device
@@ -126,7 +142,7 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
         torch.set_num_threads(1 if len(obs_shape) == 1 else DEFAULT_THREADS)
         actor_critic = make_policy(obs_shape, envs.action_space,
                                    run_policy_kwargs(cfg.policy), device)
-        agent = make_agent(cfg.algo, actor_critic)
+        agent = make_agent(cfg.algo, actor_critic, learner_generator(cfg, env_steps, device))
         reward_model = None if cfg.gail is None else make_gail(
             cfg.gail, cfg.env.env_name, cfg.returns.gamma, envs, device)
         if resumed:
@@ -159,7 +175,7 @@ def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: P
         return RayCollector(envs, actor_critic, *common)
     if ddp is not None:
         return DDPCollector(ddp, envs, actor_critic, *common)
-    if cfg.sampling.async_rollouts:
+    if cfg.sampling.in_thread:
         behaviour = make_policy(space_shape(envs.observation_space), envs.action_space,
                                 run_policy_kwargs(cfg.policy), device)
         return AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)

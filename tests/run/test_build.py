@@ -112,3 +112,22 @@ def test_build_collector_picks_the_sampling_mode(tmp_path, flags, ddp, cls):
             assert collector.behaviour.state_dict().keys() == policy.state_dict().keys()
     finally:
         collector.close()
+
+
+def test_the_agent_has_its_own_generator_only_beside_a_sampler_thread():
+    """Synchronous, torchrun and Ray runs (asynchronous or not: the workers sample in their own
+    processes) keep drawing from torch's global generator; a sampler thread's run gets one of its
+    own, the same for the same seed and start."""
+    cpu = torch.device("cpu")
+    for flags in ([], ["--num-workers", "2"], ["--num-workers", "2", "--async-rollouts"]):
+        assert build.learner_generator(get_config(TINY + flags), 0, cpu) is None, flags
+
+    def draws(seed, env_steps):
+        cfg = get_config(TINY + ["--async-rollouts", "--seed", str(seed)])
+        return torch.rand(4, generator=build.learner_generator(cfg, env_steps, cpu))
+
+    assert torch.equal(draws(3, 0), draws(3, 0))
+    assert not torch.equal(draws(3, 0), draws(4, 0))
+    assert not torch.equal(draws(3, 0), draws(3, 640))  # a resumed run draws anew
+    torch.manual_seed(3)  # not the global generator's stream of the same seed
+    assert not torch.equal(draws(3, 0), torch.rand(4))

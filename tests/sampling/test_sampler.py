@@ -1,12 +1,18 @@
-"""AsyncCollector: which weights collect which rollout, buffer hand-over, recurrent state, shutdown."""
+"""AsyncCollector: which weights collect which rollout, buffer hand-over, recurrent state, shutdown;
+a run with it is reproducible from its seed."""
+import contextlib
+import io
 import threading
 import time
 
 import pytest
 import torch
 
+import main
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 
 T, N = 8, 2
@@ -119,3 +125,49 @@ def test_close_ends_the_thread_mid_rollout_and_env_errors_reach_the_learner():
     finally:
         sampler.close()
     assert not [t for t in threading.enumerate() if t.name == "sampler" and t.is_alive()]
+
+
+ASYNC = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "16",
+         "--num-mini-batch", "2", "--num-env-steps", "320", "--vec-env", "dummy", "--seed", "3",
+         "--async-rollouts"]
+
+
+def trained_weights(tmp_path, argv, name):
+    argv = argv + ["--log-dir", str(tmp_path / name / "logs"),
+                   "--save-dir", str(tmp_path / name / "models")]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main.main(argv) == 0
+    return load_checkpoint(run_paths(get_args(argv)).checkpoint)["actor_critic"]
+
+
+@pytest.mark.parametrize("algo", ["ppo", "acktr"])  # minibatch orders; K-FAC's sampled Fisher
+def test_async_runs_from_one_seed_end_with_the_same_weights(tmp_path, algo):
+    """The learner draws from its own generator while the sampler thread draws actions from
+    torch's global one: which draw goes to whom no longer follows the threads' timing."""
+    a = trained_weights(tmp_path, ASYNC + ["--algo", algo], "a")
+    b = trained_weights(tmp_path, ASYNC + ["--algo", algo], "b")
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("async_rollouts", [False, True])
+def test_only_a_sampler_thread_moves_ppos_minibatches_off_the_global_generator(
+        tmp_path, monkeypatch, async_rollouts):
+    """A synchronous run draws its permutations from torch's global generator, as it always has
+    (so its weights stay what they were); an asynchronous one from one generator of its own."""
+    randperm, generators = torch.randperm, []
+
+    def recorded(*args, generator=None, **kwargs):
+        if threading.current_thread() is threading.main_thread():
+            generators.append(generator)
+        return randperm(*args, generator=generator, **kwargs)
+
+    monkeypatch.setattr(torch, "randperm", recorded)
+    argv = ASYNC[:-1] + ["--algo", "ppo"] + (["--async-rollouts"] if async_rollouts else [])
+    trained_weights(tmp_path, argv, "run")
+    assert len(generators) == 10 * 4  # updates * --ppo-epoch
+    if async_rollouts:
+        assert isinstance(generators[0], torch.Generator)
+        assert all(g is generators[0] for g in generators)
+    else:
+        assert generators == [None] * 40
