@@ -114,7 +114,7 @@ def build_parser() -> Parser:
     p.add_argument("--async-rollouts", action="store_true", default=False,
                    help="sample the next rollout while the learner updates on the previous one "
                    "(policy lag of one update; real-time envs never pause): in a background "
-                   "thread, or with --num-workers on the Ray workers. Runs in this mode are not "
+                   "thread, or with --num-workers on the Ray workers. In a thread, runs are "
                    "reproducible from --seed")
     # GAIL (algo/gail.py): the discriminator's reward replaces the env's; works with every --algo.
     p.add_argument("--gail", action="store_true", default=False,
