@@ -119,7 +119,9 @@ class A2C_ACKTR(DecayingLr):
         fisher_loss = None
         if fisher:
             # The Fisher of the policy is E over actions sampled from it, not the taken ones.
-            sampled = dist.sample(self.generator).detach()
+            # Without a generator of its own, the original's call (any head's distribution).
+            own = {} if self.generator is None else {"generator": self.generator}
+            sampled = dist.sample(**own).detach()
             pg_fisher_loss = -dist.log_probs(sampled).mean()
             value_noise = torch.randn(values.size(), generator=self.generator,
                                       device=values.device)

@@ -87,12 +87,12 @@ class PPO(DecayingLr):
                 rollouts.recompute_returns(self.actor_critic)
                 advantages = self._advantages(rollouts)
             epoch_kl, epoch_start = totals[KL].clone(), num_updates
+            # Without a generator of its own, the original's call (a storage written for it too).
+            own = {} if self.generator is None else {"generator": self.generator}
             if self.actor_critic.is_recurrent:
-                batches = rollouts.recurrent_generator(advantages, self.num_mini_batch,
-                                                       self.generator)
+                batches = rollouts.recurrent_generator(advantages, self.num_mini_batch, **own)
             else:
-                batches = rollouts.feed_forward_generator(advantages, self.num_mini_batch,
-                                                          self.generator)
+                batches = rollouts.feed_forward_generator(advantages, self.num_mini_batch, **own)
             for b in batches:
                 loss, stats = self.loss(b)  # this method, or its compiled copy (speed.py)
                 self.flat.zero_grad()
