@@ -70,13 +70,16 @@ ONLY_FOR: dict[str, dict[str, dict[str, Any]]] = {
     **ORIGINAL_BY_ALGO, "fast": {"atari": _ATARI_FAST}}
 _WHAT = {"a2c": "the original's A2C command", "acktr": "the original's ACKTR command",
          "fast": "rl_games' many-env Pong settings"}
+# Tianshou's example as Tianshou runs it: its learning rate decayed to 0 and the advantages computed
+# again before each epoch (its lr_decay and recompute_adv).
+_TIANSHOU_MUJOCO_DECAY = {**_TIANSHOU_MUJOCO, "use_linear_lr_decay": True,
+                          "recompute_advantages": True}
 TUNED = {
-    # HalfCheetah and Ant: Tianshou's MuJoCo PPO example.
-    "HalfCheetah-v5": _TIANSHOU_MUJOCO,
+    # HalfCheetah and Hopper: Tianshou's MuJoCo PPO example with its lr decay and recomputed
+    # advantages; Ant: without them (not run with them).
+    "HalfCheetah-v5": _TIANSHOU_MUJOCO_DECAY,
     "Ant-v5": _TIANSHOU_MUJOCO,
-    # Hopper: Tianshou's example with its learning rate decayed to 0 and the advantages computed
-    # again before each epoch (its lr_decay and recompute_adv), as Tianshou runs it.
-    "Hopper-v5": {**_TIANSHOU_MUJOCO, "use_linear_lr_decay": True, "recompute_advantages": True},
+    "Hopper-v5": _TIANSHOU_MUJOCO_DECAY,
     # Walker2d: CleanRL's ppo_continuous_action settings (the original's command with advantages
     # per minibatch) plus SB3's small initial action mean (gain 0.01) and a narrower start (std 0.5).
     "Walker2d-v5": _CLEANRL_MUJOCO,

@@ -88,10 +88,11 @@ def test_unknown_recipe_or_env_exits_2_in_one_line(argv, needle, capsys):
 
 def test_tuned_halfcheetah_has_tianshous_batch_sizes():
     args = get_args(recipes.recipe("HalfCheetah-v5", "tuned"))
-    # Tianshou: 2048 steps per update, minibatches of 64, 10 epochs, constant lr
+    # Tianshou: 2048 steps per update, minibatches of 64, 10 epochs, lr decayed to 0, the
+    # advantages recomputed before each epoch (its lr_decay, recompute_adv)
     assert args.num_processes * args.num_steps == 2048
     assert args.num_processes * args.num_steps // args.num_mini_batch == 64
-    assert (args.ppo_epoch, args.use_linear_lr_decay) == (10, False)
+    assert (args.ppo_epoch, args.use_linear_lr_decay, args.recompute_advantages) == (10, True, True)
     # the MLP's defaults: 64x64 tanh, orthogonal init, as Tianshou's
     assert (args.hidden_size, args.activation, args.init) == (None, None, "orthogonal")
     assert args.advantage_norm == "none" and args.no_clipped_value_loss
