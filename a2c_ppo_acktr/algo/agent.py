@@ -77,7 +77,7 @@ class FlatParams:
     """A network's parameters laid end to end in one tensor, ``flat``, and their gradients in
     another, ``flat.grad``: zeroing or scaling every gradient is then one op, and an optimizer
     may step ``flat`` as one tensor, where one call per parameter tensor costs more than the
-    arithmetic on a small network (docs/benchmarks.md, "On the CPU").
+    arithmetic on a small network (docs/benchmarks.md, "Parameters and gradients in one tensor").
 
     The parameters keep their values and become views into ``flat``; their ``.grad`` become views
     into ``flat.grad`` and stay allocated (backward adds into them in place), so zero them with

@@ -70,7 +70,8 @@ class PPO(DecayingLr):
         # fused: one kernel for all parameters instead of a Python loop over them. On the
         # separate tensors, not on self.flat.flat: the fused kernel rounds the few elements at
         # the end of a tensor apart from the rest, so one flat tensor would change the weights'
-        # last bits, and so every seed's result (docs/benchmarks.md, "On the CPU").
+        # last bits, and so every seed's result (docs/benchmarks.md, "Parameters and gradients
+        # in one tensor").
         self.optimizer = optim.Adam(self.params, lr=lr, eps=eps, fused=True)
         self._init_lr_decay(self.optimizer, lr_decay_horizon)  # the adaptive step: in update
         self.stats: dict[str, float] = {}
