@@ -83,13 +83,13 @@ class PPO(DecayingLr):
         # Sums over minibatches, kept as tensors so there is one device sync per update.
         totals = torch.zeros(len(STATS), device=advantages.device)
         num_updates = 0
+        # Without a generator of its own, the original's call (a storage written for it too).
+        own = {} if self.generator is None else {"generator": self.generator}
         for epoch in range(self.ppo_epoch):
             if self.recompute_advantages and epoch > 0:
                 rollouts.recompute_returns(self.actor_critic)
                 advantages = self._advantages(rollouts)
             epoch_kl, epoch_start = totals[KL].clone(), num_updates
-            # Without a generator of its own, the original's call (a storage written for it too).
-            own = {} if self.generator is None else {"generator": self.generator}
             if self.actor_critic.is_recurrent:
                 batches = rollouts.recurrent_generator(advantages, self.num_mini_batch, **own)
             else:
