@@ -175,7 +175,7 @@ class RolloutStorage:
             deltas = rows(self.rewards + gamma * (masks * self.value_preds[1:] + bootstrap)
                           - self.value_preds[:-1])
             discounts = rows(gamma * gae_lambda * masks)
-            gae = np.zeros_like(returns[-1]) if rows is _host_array else torch.zeros_like(next_value)
+            gae = rows(torch.zeros_like(next_value))
             for t in reversed(range(self.num_steps)):
                 gae = deltas[t] + discounts[t] * gae
                 returns[t] = gae
