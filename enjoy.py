@@ -15,8 +15,16 @@ file. Each episode prints its raw return; ``--record`` writes a .gif or .mp4. Ho
 is found and what is played: docs/details.md, "Watching a policy". Bad input is one line on
 stderr and exit status 2.
 """
-import os
+# ruff: noqa: E402  (signals are handled before the slow imports below)
 import sys
+
+if __name__ == "__main__":  # a signal during the imports (seconds) ends the process in one line
+    import signal  # held from here, as importing the package imports gymnasium, until handled
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
+    from a2c_ppo_acktr.run.interrupt import exit_on_signals
+    exit_on_signals("nothing played")
+
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -29,6 +37,7 @@ from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.run.arguments import Parser, fail
 from a2c_ppo_acktr.run.checkpoint import build_policy
 from a2c_ppo_acktr.run.checks import PLAYBACK_NUMBERS, check_numbers, check_paths
+from a2c_ppo_acktr.run.interrupt import default_signals
 from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
 
 PROG = "enjoy.py"
@@ -111,6 +120,9 @@ def main(argv=None):
         return watch(args)
     except Error as e:
         _fail(str(e))
+    except KeyboardInterrupt:  # before the episodes (while playing, play() stops and sums up)
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
 
 
 def watch(args) -> int:
@@ -143,4 +155,5 @@ def watch(args) -> int:
 
 
 if __name__ == "__main__":
+    default_signals()  # the imports are done: Ctrl-C is a KeyboardInterrupt, which main catches
     sys.exit(main())

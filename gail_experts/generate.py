@@ -13,7 +13,15 @@ kwargs), seeded ``seed + 1000``; ``<out-dir>/trajs_<env-name>.pt`` gets the raw 
 the actions the env ran (Box actions clipped), in the layout of ``a2c_ppo_acktr/algo/gail.py``,
 written atomically.
 """
+# ruff: noqa: E402  (signals are handled before the slow imports below)
 import sys
+
+if __name__ == "__main__":  # a signal during the imports (seconds) ends the process in one line
+    import signal  # held from here, as importing the package imports gymnasium, until handled
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
+    from a2c_ppo_acktr.run.interrupt import exit_on_signals
+    exit_on_signals("nothing written")
+
 
 import numpy as np
 import torch
@@ -26,6 +34,7 @@ from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.run.arguments import Parser, fail
 from a2c_ppo_acktr.run.checkpoint import build_policy
 from a2c_ppo_acktr.run.checks import PLAYBACK_NUMBERS, check_numbers, check_paths
+from a2c_ppo_acktr.run.interrupt import default_signals
 from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
 
 PROG = "generate.py"
@@ -118,8 +127,12 @@ def main(argv=None):
         print(save_expert_file(data, args.out_dir))  # e.g. --out-dir is a file, the disk full
     except Error as e:
         _fail(str(e))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted: nothing written", file=sys.stderr)
+        return 130
     return 0
 
 
 if __name__ == "__main__":
+    default_signals()  # the imports are done: Ctrl-C is a KeyboardInterrupt, which main catches
     sys.exit(main())

@@ -114,6 +114,16 @@ def test_plays_episodes_and_summary(capsys, cartpole):
     assert again == episodes and f"loaded {path} (a2c, 160 steps)" in out
 
 
+def test_ctrl_c_before_playing_is_one_line_and_status_130(capsys, cartpole, monkeypatch):
+    """Once the imports are done Ctrl-C is a KeyboardInterrupt (enjoy.py's __main__); loading the
+    checkpoint or making the envs, it ends enjoy.py in one line, no traceback."""
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(enjoy, "load", interrupted)
+    assert enjoy.main(["--env-name", "CartPole-v1", "--load-dir", cartpole]) == 130
+    assert capsys.readouterr().err == "enjoy.py: interrupted\n"
+
+
 def test_max_steps_cuts_the_episode(capsys, cartpole):
     episodes, out = play(capsys, "--env-name", "CartPole-v1", "--load-dir", cartpole,
                          "--algo", "a2c", "--max-steps", "5", "--non-det")

@@ -18,20 +18,31 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 REPEAT_S = 1.0
 
 
-def while_starting(signum: int) -> str:
-    return f"{signal.Signals(signum).name} while starting: stopped before training, nothing saved"
+TRAINING = "stopped before training, nothing saved"  # what a signal while main.py starts leaves
 
 
-def exit_on_signals() -> None:
-    """Until a ``StopRequest`` takes over (main.py's slow imports): a signal ends the process
-    at once with one line; nothing is on disk yet. Signals the caller blocked until now (while
-    this module was imported) are unblocked: one that came meanwhile is handled here."""
+def while_starting(signum: int, outcome: str = TRAINING) -> str:
+    return f"{signal.Signals(signum).name} while starting: {outcome}"
+
+
+def exit_on_signals(outcome: str = TRAINING) -> None:
+    """Until a ``StopRequest`` takes over (main.py's slow imports), or ``default_signals``: a
+    signal ends the process at once with one line ending in ``outcome``; nothing is on disk yet.
+    Signals the caller blocked until now (while this module was imported) are unblocked: one
+    that came meanwhile is handled here."""
     def stop(signum, frame):
-        print(f"{program()}: {while_starting(signum)}", file=sys.stderr, flush=True)
+        print(f"{program()}: {while_starting(signum, outcome)}", file=sys.stderr, flush=True)
         os._exit(128 + signum)  # no traceback from whichever import was running
     for s in SIGNALS:
         signal.signal(s, stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
+def default_signals() -> None:
+    """Python's own handling back, after ``exit_on_signals``: Ctrl-C raises KeyboardInterrupt
+    (for the caller to catch), SIGTERM ends the process."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class Interrupted(Exception):

@@ -261,6 +261,19 @@ def test_generate_refuses_bad_numbers_and_empty_paths(capsys, argv, needle):
     assert e.value.code == 2 and capsys.readouterr().err == f"generate.py: error: {needle}\n"
 
 
+def test_generate_ctrl_c_while_recording_writes_nothing(tmp_path, capsys, monkeypatch):
+    save_dir = _short_run(tmp_path, "CartPole-v1")
+
+    def interrupted(policy, envs, episodes):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(generate, "record", interrupted)
+    out_dir = tmp_path / "experts"
+    assert generate.main(["--env-name", "CartPole-v1", "--load-dir", save_dir,
+                          "--out-dir", str(out_dir)]) == 130
+    assert capsys.readouterr().err == "generate.py: interrupted: nothing written\n"
+    assert not out_dir.exists()
+
+
 def test_generate_builds_the_env_of_the_run(tmp_path, capsys):
     """The checkpoint's env kwargs reach the env generate.py records in (as they reach enjoy.py)."""
     save_dir = _short_run(tmp_path, "Pendulum-v1", ["--env-kwargs", "max_episode_steps=7"])

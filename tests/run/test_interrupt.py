@@ -2,6 +2,7 @@
 passes them on to its children."""
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -10,6 +11,32 @@ import pytest
 
 from a2c_ppo_acktr.run import interrupt
 from a2c_ppo_acktr.run.interrupt import SIGNALS, Children, StopRequest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Runs a script as ``python <script> ...`` would, sending it SIGINT at its first import of
+# gymnasium (the imports take seconds; a Ctrl-C then was a KeyboardInterrupt traceback).
+SIGINT_AT_GYMNASIUM = (
+    "import builtins, os, runpy, signal, sys\n"
+    "real = builtins.__import__\n"
+    "def sigint_at_gymnasium(name, *args, **kwargs):\n"
+    "    if name == 'gymnasium' and 'gymnasium' not in sys.modules:\n"
+    "        builtins.__import__ = real\n"
+    "        os.kill(os.getpid(), signal.SIGINT)\n"
+    "    return real(name, *args, **kwargs)\n"
+    "builtins.__import__ = sigint_at_gymnasium\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+@pytest.mark.parametrize("script, outcome", [("enjoy.py", "nothing played"),
+                                             ("gail_experts/generate.py", "nothing written")])
+def test_a_signal_while_a_script_imports_ends_it_in_one_line(tmp_path, script, outcome):
+    argv = [script, "--env-name", "CartPole-v1", "--load-dir", str(tmp_path)]
+    proc = subprocess.run([sys.executable, "-c", SIGINT_AT_GYMNASIUM, *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    name = os.path.basename(script)
+    assert proc.stderr == f"{name}: SIGINT while starting: {outcome}\n"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
