@@ -18,6 +18,7 @@ from a2c_ppo_acktr.envs import get_vec_normalize
 from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.storage import RolloutStorage
+from tests.run.test_interrupt import SIGINT_AT_GYMNASIUM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--algo", "a2c", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8",
@@ -354,18 +355,8 @@ def test_signal_while_importing_exits_in_one_line_leaving_nothing(tmp_path):
 def test_signal_while_the_package_imports_gymnasium_exits_in_one_line(tmp_path):
     """Issue #52: main.py's signal set-up imports the package, which imports gymnasium; a SIGINT
     then was a KeyboardInterrupt traceback. Here it comes at that import's first line."""
-    script = ("import builtins, os, runpy, signal, sys\n"
-              "real = builtins.__import__\n"
-              "def sigint_at_gymnasium(name, *args, **kwargs):\n"
-              "    if name == 'gymnasium' and 'gymnasium' not in sys.modules:\n"
-              "        builtins.__import__ = real\n"
-              "        os.kill(os.getpid(), signal.SIGINT)\n"
-              "    return real(name, *args, **kwargs)\n"
-              "builtins.__import__ = sigint_at_gymnasium\n"
-              "sys.argv = ['main.py'] + sys.argv[1:]\n"
-              "runpy.run_path('main.py', run_name='__main__')\n")
-    proc = subprocess.run([sys.executable, "-c", script, *TINY, *dirs(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", SIGINT_AT_GYMNASIUM, "main.py", *TINY,
+                           *dirs(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 130, proc.stderr
     one_error_line(proc.stderr, "main.py: SIGINT while starting: stopped before training")
     assert os.listdir(tmp_path) == []
