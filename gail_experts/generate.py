@@ -22,7 +22,6 @@ if __name__ == "__main__":  # a signal during the imports (seconds) ends the pro
     from a2c_ppo_acktr.run.interrupt import exit_on_signals
     exit_on_signals("nothing written")
 
-
 import numpy as np
 import torch
 from gymnasium import spaces
