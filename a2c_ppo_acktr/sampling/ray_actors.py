@@ -11,6 +11,8 @@ and re-samples (``MAX_FAILURES`` in a row stop the run). These decisions: docs/s
 rollout workers on one machine".
 """
 import os
+import sys
+import sysconfig
 import time
 import types
 import zlib
@@ -53,9 +55,28 @@ def import_ray(local: bool) -> types.ModuleType:
     return ray
 
 
-def start_ray(num_workers: int, address: Optional[str]) -> tuple[types.ModuleType, bool]:
+def local_modules(env_name: str) -> list[str]:
+    """The file or package of a ``module:EnvId`` env's module (imported already) where it is
+    neither in this repository nor installed, e.g. ``mymod.py`` in the working directory: a
+    cluster's nodes get it from Ray (``py_modules``), as they get the repository."""
+    module = env_name.rpartition(":")[0]
+    path = getattr(sys.modules.get(module.partition(".")[0]), "__file__", None) if module else None
+    if path is None:
+        return []
+    path = os.path.abspath(path)
+    if os.path.basename(path) == "__init__.py":
+        path = os.path.dirname(path)
+    installed = {os.path.abspath(sysconfig.get_paths()[k]) for k in ("stdlib", "purelib", "platlib")}
+    if any(path.startswith(root + os.sep) for root in [ROOT, *installed]):
+        return []
+    return [path]
+
+
+def start_ray(num_workers: int, address: Optional[str], modules: Optional[list[str]] = None
+              ) -> tuple[types.ModuleType, bool]:
     """Ray for ``num_workers`` actors: a local one started here (``address`` None) or the
-    cluster at ``address``, joined; -> (ray, whether this process started it and shuts it down).
+    cluster at ``address``, joined, its nodes given this repository and ``modules`` (paths,
+    ``local_modules``); -> (ray, whether this process started it and shuts it down).
     """
     ray = import_ray(local=address is None)
     if ray.is_initialized():
@@ -67,7 +88,8 @@ def start_ray(num_workers: int, address: Optional[str]) -> tuple[types.ModuleTyp
         return ray, True
     try:  # the cluster's nodes import this repository from the copy Ray uploads
         ray.init(address=address, log_to_driver=False,
-                 runtime_env={"working_dir": ROOT, "excludes": UPLOAD_EXCLUDES})
+                 runtime_env={"working_dir": ROOT, "excludes": UPLOAD_EXCLUDES,
+                              **({"py_modules": modules} if modules else {})})
     except (ConnectionError, RuntimeError) as e:
         cause = str(e.__cause__ or e).strip().splitlines()[0]
         raise ValueError(f"--ray-address {address}: cannot join the Ray cluster "

@@ -30,6 +30,7 @@ from a2c_ppo_acktr.sampling.ray_actors import (
     Evaluator,
     RolloutWorker,
     checksums,
+    local_modules,
     start_ray,
     unpack_frames,
 )
@@ -53,7 +54,8 @@ class WorkerGroup:
         make_env(env.env_name, 0, 0, None, False)
         if env.env_kwargs:
             check_env_kwargs(env.env_name, env.kwargs)
-        ray, self.own_ray = start_ray(sampling.num_workers, sampling.ray_address)
+        ray, self.own_ray = start_ray(sampling.num_workers, sampling.ray_address,
+                                      local_modules(env.env_name))
         self.ray = ray
         # Absolute: workers on other nodes run in the directory Ray unpacked the repository to.
         self.cfg, self.log_dir, self.eval_dir = cfg, os.path.abspath(log_dir), os.path.abspath(eval_dir)

@@ -2,6 +2,8 @@
 import csv
 import os
 import pathlib
+import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -397,3 +399,75 @@ def test_gail_on_workers(tmp_path):
     assert len(rows) == 2  # 128 steps of 2 workers x 2 envs x 16 steps
     assert all(float(r["gail_loss"]) > 0 for r in rows)
     assert ckpt["gail"]["returns"].shape == (4, 1)  # one discounted return per env of both workers
+
+
+def test_local_modules_are_the_users_own_env_modules(tmp_path, monkeypatch):
+    """A ``module:EnvId``'s module goes to the cluster unless it is in this repository or
+    installed: a file, or a package's directory."""
+    (tmp_path / "usermod.py").write_text("")
+    (tmp_path / "userpkg").mkdir()
+    (tmp_path / "userpkg" / "__init__.py").write_text("")
+    (tmp_path / "userpkg" / "envs.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("usermod", "userpkg", "userpkg.envs"):
+        __import__(name)
+        monkeypatch.delitem(sys.modules, name)
+        monkeypatch.setitem(sys.modules, name, __import__(name))
+    assert workers.local_modules("usermod:Env-v0") == [str(tmp_path / "usermod.py")]
+    assert workers.local_modules("userpkg.envs:Env-v0") == [str(tmp_path / "userpkg")]
+    assert workers.local_modules("tests.toy_envs:TextObs-v0") == []  # the repository's
+    assert workers.local_modules("gymnasium.envs.classic_control:CartPole-v1") == []  # installed
+    assert workers.local_modules("CartPole-v1") == []
+
+
+def test_a_cluster_imports_the_users_env_module(tmp_path):
+    """--ray-address: a one-node cluster (``ray start --head``) whose workers import the env
+    module of the user's working directory, uploaded beside the repository."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    cwd.mkdir()
+    (cwd / "clustermod.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('ClusterCart-v0', entry_point="
+        "'gymnasium.envs.classic_control.cartpole:CartPoleEnv', max_episode_steps=50)\n")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_")},
+           "HOME": str(home), "RAY_AUTH_MODE": "token", "PYTHONPATH": workers.ROOT}
+    ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]
+    subprocess.run(ray_cli + ["get-auth-token", "--generate"], env=env, check=True,
+                   capture_output=True, timeout=120)
+    # --block: the head lives as long as this process group, which the test ends itself (a
+    # "ray stop" would end every Ray on the machine). Its own --temp-dir (short: socket paths
+    # are limited): the default one's ray_current_cluster would outlive it and send later
+    # ray.init() calls to the dead head.
+    temp_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    head = subprocess.Popen(ray_cli + ["start", "--head", "--block", f"--port={port}",
+                                       "--num-cpus=1", "--include-dashboard=false",
+                                       "--disable-usage-stats", f"--temp-dir={temp_dir}"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        assert head.stdout is not None
+        lines = []
+        for line in head.stdout:  # its "ray start --address='IP:PORT'" hint: the head is up
+            lines.append(line)
+            if (address := re.search(r"--address='([^']+)'", line)):
+                break
+        assert address, "".join(lines)[-2000:]
+        argv = ["--env-name", "clustermod:ClusterCart-v0", "--algo", "a2c", "--num-processes",
+                "2", "--num-steps", "8", "--num-env-steps", "32", "--num-workers", "1",
+                "--ray-address", address.group(1), "--log-dir", str(tmp_path / "logs"),
+                "--save-dir", str(tmp_path / "models")]
+        done = subprocess.run([sys.executable, os.path.join(workers.ROOT, "main.py")] + argv,
+                              cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "done: 32 steps" in done.stdout
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=120)
+        shutil.rmtree(temp_dir, ignore_errors=True)
