@@ -20,7 +20,8 @@ ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
 _TIANSHOU = dict(normalize_advantage=False, vf_coef=0.25, max_grad_norm=0.5,
                  policy_kwargs=dict(log_std_init=-0.5))
 SB3_SETTINGS = {
-    "HalfCheetah-v5": _TIANSHOU,
+    "HalfCheetah-v5": dict(_TIANSHOU, policy_kwargs=dict(log_std_init=-0.5, net_arch=dict(
+        pi=[256, 256], vf=[256, 256]))),
     "Ant-v5": _TIANSHOU,
     "Humanoid-v5": dict(clip_range=0.3, ent_coef=0.00238306, vf_coef=0.431892, max_grad_norm=2,
                         policy_kwargs=dict(log_std_init=-2, ortho_init=False,
@@ -93,8 +94,8 @@ def test_tuned_halfcheetah_has_tianshous_batch_sizes():
     assert args.num_processes * args.num_steps == 2048
     assert args.num_processes * args.num_steps // args.num_mini_batch == 64
     assert (args.ppo_epoch, args.use_linear_lr_decay, args.recompute_advantages) == (10, True, True)
-    # the MLP's defaults: 64x64 tanh, orthogonal init, as Tianshou's
-    assert (args.hidden_size, args.activation, args.init) == (None, None, "orthogonal")
+    # the MLP's tanh and orthogonal init, as Tianshou's, 256 wide as the zoo's (Tianshou: 64)
+    assert (args.hidden_size, args.activation, args.init) == (256, None, "orthogonal")
     assert args.advantage_norm == "none" and args.no_clipped_value_loss
 
 
