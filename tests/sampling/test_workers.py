@@ -1,5 +1,6 @@
 """Ray rollout workers (a2c_ppo_acktr/sampling/ray_actors.py) driven through main.py, on one Ray session."""
 import csv
+import importlib
 import os
 import pathlib
 import re
@@ -409,15 +410,18 @@ def test_local_modules_are_the_users_own_env_modules(tmp_path, monkeypatch):
     (tmp_path / "userpkg" / "__init__.py").write_text("")
     (tmp_path / "userpkg" / "envs.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("usermod", "userpkg", "userpkg.envs"):
-        __import__(name)
-        monkeypatch.delitem(sys.modules, name)
-        monkeypatch.setitem(sys.modules, name, __import__(name))
-    assert workers.local_modules("usermod:Env-v0") == [str(tmp_path / "usermod.py")]
-    assert workers.local_modules("userpkg.envs:Env-v0") == [str(tmp_path / "userpkg")]
-    assert workers.local_modules("tests.toy_envs:TextObs-v0") == []  # the repository's
-    assert workers.local_modules("gymnasium.envs.classic_control:CartPole-v1") == []  # installed
-    assert workers.local_modules("CartPole-v1") == []
+    names = ("usermod", "userpkg", "userpkg.envs")
+    try:
+        for name in names:
+            importlib.import_module(name)
+        assert workers.local_modules("usermod:Env-v0") == [str(tmp_path / "usermod.py")]
+        assert workers.local_modules("userpkg.envs:Env-v0") == [str(tmp_path / "userpkg")]
+        assert workers.local_modules("tests.toy_envs:TextObs-v0") == []  # the repository's
+        assert workers.local_modules("gymnasium.envs.classic_control:CartPole-v1") == []  # installed
+        assert workers.local_modules("CartPole-v1") == []
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)
 
 
 def test_a_cluster_imports_the_users_env_module(tmp_path):
