@@ -6,7 +6,8 @@
   GPU's busy share over the same updates.
 - score: the ``fast`` recipe until the mean of the last 10 training episodes reaches the highest
   threshold: seconds from the command's start to each threshold.
-- sweep: the ``fast`` recipe with other numbers of envs (minibatches of 2,048 kept), as score.
+- sweep: the ``fast`` recipe with other numbers of envs (its steps per env and minibatch size
+  kept), as score.
 - all: steady, score and sweep within one budget, each part a share of what is left.
 
 ``--device cpu`` (for tests) runs the same flow on CartPole, in seconds.
@@ -37,14 +38,17 @@ from watch import (
     watch,
 )
 
+from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.arguments import get_args
 
 # The README's Atari PPO command (tests/scripts/test_bench_gpu.py checks that the README still shows it).
 README_PONG = ["--env-name", "PongNoFrameskip-v4", "--recipe", "original"]
 FAST_PONG = ["--env-name", "PongNoFrameskip-v4", "--recipe", "fast"]
 CPU_CARTPOLE = ["--env-name", "CartPole-v1", "--recipe", "original", "--no-cuda"]
-FAST_MINIBATCH = 2048  # the fast recipe's minibatch (rl_games'), kept when the sweep changes envs
-FAST_STEPS = 128
+# The fast recipe's steps per env and samples per minibatch, kept when the sweep changes envs.
+_FAST = recipes.ONLY_FOR["fast"]["atari"]
+FAST_STEPS = _FAST["num_steps"]
+FAST_MINIBATCH = _FAST["num_processes"] * FAST_STEPS // _FAST["num_mini_batch"]
 # Issue #50 item 3: the README command with 8 envs on a GPU machine, steady env-steps/s.
 TARGETS = {"eager": 3728, "compile": 7000}
 TARGET_ENVS = 8

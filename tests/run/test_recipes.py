@@ -76,7 +76,7 @@ def test_recipe_tuned_sets_its_values_and_explicit_flags_win(capsys):
      "--recipe acktr: recipe 'acktr' is the original's ACKTR command for atari envs, not for "
      "CartPole-v1"),
     (["--env-name", "HalfCheetah-v5", "--recipe", "fast"],
-     "--recipe fast: recipe 'fast' is rl_games' many-env Pong settings for atari envs, not for "
+     "--recipe fast: recipe 'fast' is the many-env PPO recipe for atari envs, not for "
      "HalfCheetah-v5"),
     (["--env-name", "Pendulum-v1", "--recipe", "tuned"],
      "--recipe tuned: no recipes for 'Pendulum-v1'; known: HalfCheetah-v5")])
@@ -99,13 +99,16 @@ def test_tuned_halfcheetah_has_tianshous_batch_sizes():
     assert args.advantage_norm == "none" and args.no_clipped_value_loss
 
 
-def test_fast_is_rl_games_envpool_pong_on_ales_vector_env():
-    args = get_args(["--env-name", "PongNoFrameskip-v4", "--recipe", "fast"])
-    # rl_games' ppo_pong_envpool.yaml: 64 actors x 128 steps, minibatches of 2048, 4 epochs
-    assert (args.num_processes, args.num_steps, args.ppo_epoch) == (64, 128, 4)
-    assert args.num_processes * args.num_steps // args.num_mini_batch == 2048
-    assert (args.lr, args.desired_kl, args.clip_param, args.max_grad_norm) == (3e-4, 0.01, 0.2, 1.0)
-    assert args.value_norm and args.no_clipped_value_loss and args.vec_env == "ale"
+def test_fast_is_the_tuned_atari_recipe_on_64_envs():
+    fast = get_args(["--env-name", "PongNoFrameskip-v4", "--recipe", "fast"])
+    tuned = get_args(["--env-name", "PongNoFrameskip-v4", "--recipe", "tuned"])
+    # 64 envs x 32 steps, minibatches of 128 as the tuned recipe's: its gradient steps per env step
+    assert (fast.num_processes, fast.num_steps, fast.num_mini_batch) == (64, 32, 16)
+    assert (fast.num_processes * fast.num_steps // fast.num_mini_batch
+            == tuned.num_processes * tuned.num_steps // tuned.num_mini_batch == 128)
+    same = {"num_processes", "num_steps", "num_mini_batch", "recipe", "notes", "config"}
+    assert {k: v for k, v in vars(fast).items() if k not in same} == {
+        k: v for k, v in vars(tuned).items() if k not in same}
     assert recipes.names("PongNoFrameskip-v4")[-1] == "fast" and "fast" not in recipes.names(
         "CartPole-v1")
 

@@ -216,9 +216,9 @@ def test_cuda_parts_are_the_readme_command_and_the_fast_recipe():
         ("sweep", 16, None, 0.75), ("sweep", 128, None, 0.75)]
     assert parts[1].argv == README_PONG + ["--num-processes", "8", "--compile", "--seed", "2"]
     assert parts[2].argv == ["--env-name", "PongNoFrameskip-v4", "--recipe", "fast", "--seed", "2"]
-    # the sweep keeps the fast recipe's minibatches of 2,048 samples (128 steps an env)
-    assert parts[3].argv[4:8] == ["--num-processes", "16", "--num-mini-batch", "1"]
-    assert parts[4].argv[4:8] == ["--num-processes", "128", "--num-mini-batch", "8"]
+    # the sweep keeps the fast recipe's minibatches of 128 samples (32 steps an env)
+    assert parts[3].argv[4:8] == ["--num-processes", "16", "--num-mini-batch", "4"]
+    assert parts[4].argv[4:8] == ["--num-processes", "128", "--num-mini-batch", "32"]
 
 
 def test_all_on_the_cpu_runs_the_whole_flow_and_writes_its_table(tmp_path):
