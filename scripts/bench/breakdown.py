@@ -4,6 +4,11 @@
     python scripts/bench/breakdown.py --case d -- --vec-env ale  # flags after -- go to main.py
     python scripts/bench/breakdown.py --case c --total 20480 -- --async-rollouts
     python scripts/bench/breakdown.py --case d --device cuda
+    python scripts/bench/breakdown.py --recipe fast --env PongNoFrameskip-v4 --total 65536
+
+``--case`` runs a speed case of ``cases.py`` with the flags ``fps.py`` gives it; ``--recipe`` and
+``--env`` run ``main.py --env-name ENV --recipe NAME`` as a user would (its logging every update
+included) for ``--total`` env steps.
 
 The run is ``main.py`` itself (as ``scripts/bench/fps.py`` runs it), in this process, with the
 functions below wrapped by a timer. Each part's time is its own, excluding the parts it calls
@@ -29,9 +34,12 @@ Figures: microseconds per env step, and the share of the wall time of ``main()``
 timed apart: a fresh interpreter loading main.py. With
 ``--async-rollouts`` the sampler's thread gets its own column, and ``overlap`` is the share of
 its collecting time that the learner did not wait for. ``cores busy``: the process's CPU time
-over its wall time (its threads, not the env worker processes of ``--vec-env shmem``). The
-timer adds about 1 µs per wrapped call (a few per env step). Speed against other codebases is
-``fps.py``'s job; this script says where to look.
+over its wall time (its threads, not the env worker processes of ``--vec-env shmem``). With
+pipelined groups (``--vec-env ale-pipelined``) ``overlap`` is the share of the envs' stepping,
+from the end of each group's ``send`` to the end of its ``recv``, that the collecting thread
+spent acting, storing and serving the other groups rather than waiting in ``recv`` (0% when
+``step`` sends and receives at once). The timer adds about 1 µs per wrapped call (a few per env
+step). Speed against other codebases is ``fps.py``'s job; this script says where to look.
 """
 import argparse
 import functools
@@ -55,6 +63,8 @@ from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv
 from a2c_ppo_acktr.evaluation import InlineEvaluations
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.run import recipes
+from a2c_ppo_acktr.run.arguments import Parser
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -109,8 +119,45 @@ class Timer:
         return timed
 
 
-def instrument(timer: Timer, main_globals: dict) -> None:
-    """Wrap every function of ``TIMED`` and ``MAIN_TIMED`` (for the rest of this process)."""
+class Overlap:
+    """Grouped envs' steps seen from the collecting thread: per group, the time from the end of
+    its ``send`` to the end of its ``recv`` (``span``) and the part of it inside ``recv``
+    (``waited``); ``1 - waited / span`` of the stepping ran while that thread did other work."""
+
+    def __init__(self) -> None:
+        self.span = self.waited = 0.0
+        self._sent: dict[tuple[int, int], float] = {}
+
+    def wrap(self, cls) -> None:
+        """Record the ``send(actions, group)`` / ``recv(group)`` calls of ``cls``'s envs."""
+        send, recv = cls.send, cls.recv
+
+        @functools.wraps(send)
+        def sent(env, actions, group=0):
+            try:
+                return send(env, actions, group)
+            finally:
+                self._sent[id(env), group] = time.perf_counter()
+
+        @functools.wraps(recv)
+        def received(env, group=0):
+            start = time.perf_counter()
+            try:
+                return recv(env, group)
+            finally:
+                end = time.perf_counter()
+                since = self._sent.pop((id(env), group), None)
+                if since is not None:
+                    self.span += end - since
+                    self.waited += end - start
+        cls.send, cls.recv = sent, received
+
+
+def instrument(timer: Timer, main_globals: dict, overlap: Overlap | None = None) -> None:
+    """Wrap every function of ``TIMED`` and ``MAIN_TIMED`` (for the rest of this process), and
+    the grouped envs' ``send`` / ``recv`` for ``overlap``."""
+    if overlap is not None:
+        overlap.wrap(AleVecEnv)
     for owner, name, part in TIMED:
         setattr(owner, name, timer.wrap(getattr(owner, name), part))
     import a2c_ppo_acktr.rollout as rollout
@@ -130,12 +177,22 @@ def import_seconds() -> float:
     return time.perf_counter() - start
 
 
-def run(case: str, total: int | None, extra: list[str], device: str) -> dict:
-    """One instrumented run -> the timer's figures and the run's wall and CPU times."""
+def recipe_argv(env: str, recipe: str, total: int, workdir: str, device: str) -> list[str]:
+    """``main.py``'s flags for ``--env-name env --recipe recipe``, ``total`` env steps, its files
+    under ``workdir``."""
+    return ["--env-name", env, "--recipe", recipe, "--num-env-steps", str(total), "--seed", "1",
+            "--log-dir", os.path.join(workdir, "logs"), "--save-dir",
+            os.path.join(workdir, "models")] + (["--no-cuda"] if device == "cpu" else [])
+
+
+def run(case: str | None, total: int | None, extra: list[str], device: str,
+        recipe: tuple[str, str] | None = None) -> dict:
+    """One instrumented run of speed ``case``, or of ``recipe`` (env, name) for ``total`` env
+    steps -> the timer's figures and the run's wall and CPU times."""
     imports = import_seconds()
     main_globals = runpy.run_path(MAIN)["main"].__globals__  # run_path returns a copy
-    timer = Timer()
-    instrument(timer, main_globals)
+    timer, overlap = Timer(), Overlap()
+    instrument(timer, main_globals, overlap)
     first: dict[str, float] = {}
     train = main_globals["train"]
 
@@ -147,14 +204,20 @@ def run(case: str, total: int | None, extra: list[str], device: str) -> dict:
     main = main_globals["main"]
     if device == "cuda":  # fps.run_ours passes --no-cuda, as its cases run on the CPU
         main = functools.partial(_without_no_cuda, main)
-    c = dict(CASES[case], total=total or CASES[case]["total"])
     with tempfile.TemporaryDirectory() as workdir:
         cpu0, start = time.process_time(), time.perf_counter()
-        fps.run_ours(main, c, 1, workdir, extra)
+        if recipe is not None:
+            assert total is not None, "a recipe's run needs its total"
+            fps.train_quietly(main, recipe_argv(*recipe, total, workdir, device) + extra)
+        else:
+            assert case is not None, "a case or a recipe"
+            c = dict(CASES[case], total=total or CASES[case]["total"])
+            total = c["total"]
+            fps.run_ours(main, c, 1, workdir, extra)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
     start_up = first.get("t", start) - start - first.get("timed", 0.0)
     return {"timer": dict(timer.seconds), "wall": wall, "cpu": cpu, "imports": imports,
-            "start-up": start_up, "steps": c["total"]}
+            "start-up": start_up, "steps": total, "overlap": (overlap.span, overlap.waited)}
 
 
 def _without_no_cuda(main, argv):
@@ -183,6 +246,11 @@ def report(r: dict) -> str:
         waited = timer.get(("MainThread", "wait"), 0.0)
         lines.append(f"overlap: {1 - waited / sampler:.0%} of the sampler thread's {sampler:.2f} s "
                      "ran while the learner updated")
+    span, waited = r.get("overlap", (0.0, 0.0))
+    if span:
+        lines.append(f"overlap: {1 - waited / span:.0%} of the envs' stepping ({span:.2f} s from "
+                     "each group's send to its recv's end) ran while the collecting thread acted, "
+                     "stored or served the other groups")
     return "\n".join(lines)
 
 
@@ -190,13 +258,32 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
-    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", choices=sorted(CASES), default="a")
-    p.add_argument("--total", type=int, default=None, help="env steps (default: the case's)")
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--case", choices=sorted(CASES), default=None,
+                   help="a speed case of cases.py (default: a, without --recipe)")
+    p.add_argument("--recipe", choices=recipes.RECIPES, default=None,
+                   help="run main.py --recipe RECIPE --env-name ENV instead of a case")
+    p.add_argument("--env", default=None, help="--recipe's env (one of its suites' envs)")
+    p.add_argument("--total", type=int, default=None,
+                   help="env steps (default: the case's; needed with --recipe)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = p.parse_args(argv)
-    print(report(run(args.case, args.total, extra, args.device)))
+    if args.total is not None and args.total <= 0:
+        p.error(f"--total must be a positive number of env steps, got {args.total}")
+    recipe = None
+    if args.recipe is not None or args.env is not None:
+        if args.case is not None:
+            p.error("--case runs a speed case, --recipe and --env a recipe: give one of the two")
+        if args.recipe is None or args.env is None or args.total is None:
+            p.error("--recipe needs --env and --total (e.g. --recipe fast --env "
+                    "PongNoFrameskip-v4 --total 65536)")
+        try:
+            recipes.settings(args.env, args.recipe)
+        except KeyError as e:
+            p.error(f"--recipe {args.recipe} --env {args.env}: {e.args[0]}")
+        recipe = (args.env, args.recipe)
+    print(report(run(args.case or ("a" if recipe is None else None), args.total, extra,
+                     args.device, recipe)))
     return 0
 
 
