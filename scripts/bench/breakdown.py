@@ -7,8 +7,8 @@
     python scripts/bench/breakdown.py --recipe fast --env PongNoFrameskip-v4 --total 65536
 
 ``--case`` runs a speed case of ``cases.py`` with the flags ``fps.py`` gives it; ``--recipe`` and
-``--env`` run ``main.py --env-name ENV --recipe NAME`` as a user would (its logging every update
-included) for ``--total`` env steps.
+``--env`` run ``main.py --env-name ENV --recipe NAME`` as a user would (its logging and
+checkpoints included) for ``--total`` env steps.
 
 The run is ``main.py`` itself (as ``scripts/bench/fps.py`` runs it), in this process, with the
 functions below wrapped by a timer. Each part's time is its own, excluding the parts it calls
@@ -37,8 +37,8 @@ its collecting time that the learner did not wait for. ``cores busy``: the proce
 over its wall time (its threads, not the env worker processes of ``--vec-env shmem``). With
 pipelined groups (``--vec-env ale-pipelined``) ``overlap`` is the share of the envs' stepping,
 from the end of each group's ``send`` to the end of its ``recv``, that the collecting thread
-spent acting, storing and serving the other groups rather than waiting in ``recv`` (0% when
-``step`` sends and receives at once). The timer adds about 1 µs per wrapped call (a few per env
+spent acting, storing and serving the other groups rather than waiting in ``recv`` (near 0%
+when ``step`` sends and receives at once). The timer adds about 1 µs per wrapped call (a few per env
 step). Speed against other codebases is ``fps.py``'s job; this script says where to look.
 """
 import argparse
