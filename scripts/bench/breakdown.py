@@ -177,12 +177,12 @@ def import_seconds() -> float:
     return time.perf_counter() - start
 
 
-def recipe_argv(env: str, recipe: str, total: int, workdir: str, device: str) -> list[str]:
+def recipe_argv(env: str, recipe: str, total: int, workdir: str) -> list[str]:
     """``main.py``'s flags for ``--env-name env --recipe recipe``, ``total`` env steps, its files
-    under ``workdir``."""
+    under ``workdir``; on the CPU, as ``fps.run_ours``'s (``--device cuda`` drops ``--no-cuda``)."""
     return ["--env-name", env, "--recipe", recipe, "--num-env-steps", str(total), "--seed", "1",
             "--log-dir", os.path.join(workdir, "logs"), "--save-dir",
-            os.path.join(workdir, "models")] + (["--no-cuda"] if device == "cpu" else [])
+            os.path.join(workdir, "models"), "--no-cuda"]
 
 
 def run(case: str | None, total: int | None, extra: list[str], device: str,
@@ -202,13 +202,13 @@ def run(case: str | None, total: int | None, extra: list[str], device: str,
         return train(*args)
     main_globals["train"] = timed_train
     main = main_globals["main"]
-    if device == "cuda":  # fps.run_ours passes --no-cuda, as its cases run on the CPU
+    if device == "cuda":  # the runs below pass --no-cuda, as the cases run on the CPU
         main = functools.partial(_without_no_cuda, main)
     with tempfile.TemporaryDirectory() as workdir:
         cpu0, start = time.process_time(), time.perf_counter()
         if recipe is not None:
             assert total is not None, "a recipe's run needs its total"
-            fps.train_quietly(main, recipe_argv(*recipe, total, workdir, device) + extra)
+            fps.train_quietly(main, recipe_argv(*recipe, total, workdir) + extra)
         else:
             assert case is not None, "a case or a recipe"
             c = dict(CASES[case], total=total or CASES[case]["total"])
@@ -282,8 +282,8 @@ def main(argv=None):
         except KeyError as e:
             p.error(f"--recipe {args.recipe} --env {args.env}: {e.args[0]}")
         recipe = (args.env, args.recipe)
-    print(report(run(args.case or ("a" if recipe is None else None), args.total, extra,
-                     args.device, recipe)))
+    case = None if recipe is not None else args.case or "a"
+    print(report(run(case, args.total, extra, args.device, recipe)))
     return 0
 
 

@@ -34,13 +34,18 @@ def test_a_part_excludes_the_timed_parts_it_calls_per_thread():
     assert s["sampler", "env"] >= 0.05 and ("sampler", "normalize") not in s
 
 
+def _table(stdout):
+    lines = stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:] if not line.startswith("overlap")}
+    return lines, rows
+
+
 def test_a_short_run_is_broken_down_into_parts_that_add_up():
     proc = subprocess.run([sys.executable, SCRIPT, "--case", "a", "--total", "2048"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.splitlines()
+    lines, rows = _table(proc.stdout)
     assert lines[0].startswith("2,048 env steps in ") and "env-steps/s" in lines[0]
-    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
     assert {"env", "normalize", "act", "storage", "update", "start-up", "rest"} <= set(rows)
     shares = [float(row[-1].rstrip("%")) for row in rows.values()]
     assert all(float(row[0]) >= 0 for row in rows.values())
@@ -78,12 +83,6 @@ def test_overlap_is_the_share_of_the_stepping_not_waited_for():
         env.recv(0)
     share = 1 - overlap.waited / overlap.span
     assert 0.4 < share < 0.8, share
-
-
-def _table(stdout):
-    lines = stdout.splitlines()
-    rows = {line.split()[0]: line.split()[1:] for line in lines[2:] if not line.startswith("overlap")}
-    return lines, rows
 
 
 def test_a_recipe_runs_as_main_py_runs_it():
