@@ -9,6 +9,8 @@ thread, in Ray workers, on torchrun ranks) is chosen once, in ``start``, as a ``
 import sys
 
 if __name__ == "__main__":  # a signal during the imports (seconds) ends the process in one line
+    import gc
+    gc.disable()  # until the imports' objects are frozen, at the end of this file
     import signal  # held from here, as importing the package imports gymnasium, until handled
     signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
     from a2c_ppo_acktr.run.interrupt import exit_on_signals
@@ -188,4 +190,9 @@ def train(cfg: Config, run: Run) -> int:
 
 
 if __name__ == "__main__":
+    # The imports' ~300k objects (torch's, gymnasium's) live as long as the process. Out of the
+    # cyclic collector's sight, no collection walks them: not while importing, not during the
+    # run, not at exit (docs/benchmarks.md, "Measured code choices").
+    gc.freeze()
+    gc.enable()
     sys.exit(main())

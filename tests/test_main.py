@@ -442,3 +442,23 @@ def test_env_kwargs_values_are_parsed():
                              "g=1e-3", "h=[1, 2]"]) == {
         "a": 0.02, "b": 200, "c": True, "d": False, "e": None, "f": "text", "g": 0.001,
         "h": [1, 2]}
+
+
+def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
+    """``python main.py`` collects no garbage while importing and freezes what the imports left
+    (torch's and gymnasium's objects, hundreds of thousands), then trains with the collector on."""
+    import subprocess
+    import sys
+
+    argv = ["main.py", "--algo", "a2c"] + SHORT + dirs(tmp_path)
+    probe = ("import atexit, gc, runpy, sys\n"
+             "atexit.register(lambda: print('gc', gc.isenabled(), gc.get_freeze_count(),"
+             " gc.get_stats()[2]['collections']))\n"
+             f"sys.argv = {argv!r}\n"
+             f"runpy.run_path({main.__file__!r}, run_name='__main__')\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    _, enabled, frozen, full_collections = out.stdout.splitlines()[-1].split()
+    assert enabled == "True" and int(frozen) > 100_000 and full_collections == "0", out.stdout
+    assert load_checkpoint(run_paths(get_args(argv[1:])).checkpoint)["env_steps"] == 160
