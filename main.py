@@ -190,9 +190,9 @@ def train(cfg: Config, run: Run) -> int:
 
 
 if __name__ == "__main__":
-    # The imports' ~300k objects (torch's, gymnasium's) live as long as the process. Out of the
-    # cyclic collector's sight, no collection walks them: not while importing, not during the
-    # run, not at exit (docs/benchmarks.md, "Measured code choices").
+    # The imports' objects (torch's, gymnasium's) live as long as the process. Out of the cyclic
+    # collector's sight, no collection walks them: not while importing, not during the run, not
+    # at exit (docs/benchmarks.md, "Measured code choices").
     gc.freeze()
     gc.enable()
     sys.exit(main())
