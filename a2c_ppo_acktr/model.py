@@ -228,9 +228,7 @@ class NNBase(nn.Module):
             return x.squeeze(0), hxs.squeeze(0)
         return self._gru_segments(x, hxs, masks)
 
-    # Where the segments start depends on the data: torch.compile (--compile) runs this part
-    # eagerly rather than compiling it again for each pattern of episode ends.
-    @torch.compiler.disable
+    # --compile runs this eagerly (speed.py).
     def _gru_segments(self, x: torch.Tensor, hxs: torch.Tensor,
                       masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         N = hxs.size(0)

@@ -12,11 +12,12 @@ each choice: docs/benchmarks.md, "Speed options: `--compile` and `--precision bf
 import ctypes
 import os
 import sys
+import types
 from collections.abc import Callable
 
 import torch
 
-from a2c_ppo_acktr.algo.agent import Agent
+from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, Agent
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 
@@ -88,9 +89,23 @@ def _shadow(obj: object, method: str, fn: Callable) -> None:
     setattr(obj, method, fn)
 
 
+def gru_segments_eager(policy: Policy) -> None:
+    """Run a recurrent ``policy``'s GRU over a sequence's segments (``NNBase._gru_segments``)
+    eagerly, on this instance: where the segments start depends on the data, and compiling it
+    again for each pattern of episode ends costs more than it saves. Here rather than as a
+    decorator in model.py, as ``torch.compiler.disable`` imports torch's compiler, which a run
+    that does not compile never needs."""
+    base = policy.base
+    if policy.is_recurrent and "_gru_segments" not in vars(base):
+        # A method of the instance (not a function holding it): a deep copy binds its own.
+        _shadow(base, "_gru_segments",
+                types.MethodType(torch.compiler.disable(type(base)._gru_segments), base))
+
+
 def compile_policy(policy: Policy, device: torch.device) -> None:
     """Replace ``policy.act_step``, what a rollout calls to act, by a compiled ``policy.act``
     (on this instance); its other methods, its parameters and its state dict are unchanged."""
+    gru_segments_eager(policy)
     act = compile_fn(policy.act, device)
     if device.type != "cuda":
         _shadow(policy, "act_step", act)
@@ -103,11 +118,14 @@ def compile_policy(policy: Policy, device: torch.device) -> None:
 
 
 def compile_agent(agent: Agent, device: torch.device) -> None:
-    """Compile ``agent.loss`` (PPO, A2C) in place; ``ConfigError`` for ACKTR."""
-    if getattr(agent, "acktr", False):
+    """Compile ``agent.loss`` (PPO's, A2C's) in place; ``ConfigError`` for ACKTR."""
+    if not isinstance(agent, (PPO, A2C_ACKTR)):
+        raise ConfigError(f"--compile compiles PPO's and A2C's loss; {type(agent).__name__} "
+                          "is neither")
+    if isinstance(agent, A2C_ACKTR) and agent.acktr:
         raise ConfigError("ACKTR cannot be compiled: torch.compile cannot trace K-FAC's hooks")
-    loss = "loss"  # PPO's and A2C's (not part of the Agent protocol)
-    _shadow(agent, loss, compile_fn(getattr(agent, loss), device))
+    gru_segments_eager(agent.actor_critic)
+    _shadow(agent, "loss", compile_fn(agent.loss, device))
 
 
 def compile_seconds() -> float:

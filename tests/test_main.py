@@ -444,25 +444,40 @@ def test_env_kwargs_values_are_parsed():
         "h": [1, 2]}
 
 
-def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
-    """``python main.py`` collects no garbage while importing and freezes what the imports left
-    (torch's and gymnasium's objects, hundreds of thousands), then trains with the collector on."""
+def run_script(argv, setup, report):
+    """``python main.py argv`` in a fresh interpreter that runs ``setup`` first and prints
+    ``report`` (an expression) at exit; -> the printed line, split."""
     import subprocess
     import sys
 
-    argv = ["main.py", "--algo", "a2c"] + SHORT + dirs(tmp_path)
-    # Counts the full collections that walked the imports' objects: those before the freeze.
-    probe = ("import atexit, gc, runpy, sys\n"
-             "walked = []\n"
-             "gc.callbacks.append(lambda phase, info: walked.append(1) if phase == 'start'"
-             " and info['generation'] == 2 and not gc.get_freeze_count() else None)\n"
-             "atexit.register(lambda: print('gc', gc.isenabled(), gc.get_freeze_count(),"
-             " len(walked)))\n"
-             f"sys.argv = {argv!r}\n"
+    probe = (f"import atexit, gc, runpy, sys\n{setup}\n"
+             f"atexit.register(lambda: print('probe', {report}))\n"
+             f"sys.argv = {['main.py'] + argv!r}\n"
              f"runpy.run_path({main.__file__!r}, run_name='__main__')\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    _, enabled, frozen, walked = out.stdout.splitlines()[-1].split()
-    assert enabled == "True" and int(frozen) > 100_000 and walked == "0", out.stdout
-    assert load_checkpoint(run_paths(get_args(argv[1:])).checkpoint)["env_steps"] == 160
+    return out.stdout.splitlines()[-1].split()[1:]
+
+
+def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
+    """``python main.py`` collects no garbage while importing and freezes what the imports left
+    (torch's and gymnasium's objects, tens of thousands), then trains with the collector on."""
+    argv = ["--algo", "a2c"] + SHORT + dirs(tmp_path)
+    # Counts the full collections that walked the imports' objects: those before the freeze.
+    setup = ("walked = []\n"
+             "gc.callbacks.append(lambda phase, info: walked.append(1) if phase == 'start'"
+             " and info['generation'] == 2 and not gc.get_freeze_count() else None)")
+    enabled, frozen, walked = run_script(argv, setup, "gc.isenabled(), gc.get_freeze_count(), "
+                                                      "len(walked)")
+    assert enabled == "True" and int(frozen) > 50_000 and walked == "0"
+    assert load_checkpoint(run_paths(get_args(argv)).checkpoint)["env_steps"] == 160
+
+
+@pytest.mark.parametrize("algo", ["a2c", "ppo"])
+def test_a_run_that_does_not_compile_never_imports_torchs_compiler(tmp_path, algo):
+    """torch.optim's optimizers and ``torch.compiler.disable`` import ``torch._dynamo`` (seconds
+    of start-up); a run without --compile uses neither."""
+    argv = ["--algo", algo, "--num-mini-batch", "2"] + SHORT + dirs(tmp_path)
+    assert run_script(argv, "", "'torch._dynamo' in sys.modules") == ["False"]
+    assert load_checkpoint(run_paths(get_args(argv)).checkpoint)["env_steps"] == 160

@@ -2,10 +2,10 @@
 from typing import Any
 
 import torch
-import torch.optim as optim
 
 from a2c_ppo_acktr.algo.agent import DecayingLr, FlatParams
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
+from a2c_ppo_acktr.algo.optim import Optimizer, RMSprop
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.layers import call
 from a2c_ppo_acktr.model import Policy
@@ -40,7 +40,7 @@ class A2C_ACKTR(DecayingLr):
         self.params = list(actor_critic.parameters())
         # ACKTR's optimizer, for its Fisher statistics (the same object as self.optimizer).
         self.kfac = KFACOptimizer(actor_critic, **(kfac or {})) if acktr else None
-        self.optimizer: optim.Optimizer
+        self.optimizer: Optimizer
         self.flat: FlatParams | None = None  # A2C's parameters as one tensor (not K-FAC's)
         if self.kfac is not None:
             self.optimizer = self.kfac
@@ -51,8 +51,7 @@ class A2C_ACKTR(DecayingLr):
             # RMSprop on one flat tensor: a handful of ops per step instead of a handful per
             # parameter tensor, the same numbers bit for bit (element-wise arithmetic).
             self.flat = FlatParams(self.params)
-            self.optimizer = optim.RMSprop([self.flat.flat], lr, eps=eps, alpha=alpha,
-                                           foreach=False)
+            self.optimizer = RMSprop([self.flat.flat], lr, eps=eps, alpha=alpha, foreach=False)
         # ACKTR decays K-FAC's own lr: --lr is not used by it.
         self._init_lr_decay(self.optimizer, lr_decay_horizon)
         self.stats: dict[str, float] = {}

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import torch
 import torch.nn as nn
 
+from a2c_ppo_acktr.algo.optim import Optimizer
 from a2c_ppo_acktr.storage import RolloutStorage
 
 
@@ -22,8 +23,8 @@ class Agent(Protocol):
     stats: dict[str, float]
 
     @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """The optimizer (read-only here, so that an agent may hold a subclass of it)."""
+    def optimizer(self) -> Optimizer:
+        """The optimizer (read-only here, so that an agent may hold any that fits ``Optimizer``)."""
         ...
 
     def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
@@ -40,7 +41,7 @@ class LinearDecay:
     at ``horizon`` env steps. The horizon is fixed when the run starts, so a run extended or cut
     short follows the same schedule up to where it stops."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, horizon: int) -> None:
+    def __init__(self, optimizer: Optimizer, horizon: int) -> None:
         if horizon <= 0:
             raise ValueError(f"a linear decay needs a positive horizon, got {horizon}")
         self.optimizer, self.horizon = optimizer, horizon
@@ -60,7 +61,7 @@ class DecayingLr:
 
     lr_decay: LinearDecay | None = None
 
-    def _init_lr_decay(self, optimizer: torch.optim.Optimizer, horizon: int | None) -> None:
+    def _init_lr_decay(self, optimizer: Optimizer, horizon: int | None) -> None:
         self.lr_decay = LinearDecay(optimizer, horizon) if horizon else None
 
     def adjust_lr(self, env_steps: int) -> None:
@@ -132,7 +133,7 @@ class FlatParams:
         return total
 
 
-def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+def load_optimizer_state(optimizer: Optimizer, state: dict[str, Any]) -> None:
     """``optimizer.load_state_dict(state)``; where the optimizer steps one flat tensor
     (``FlatParams.flat``) and ``state`` is that of an optimizer of the separate tensors (a
     checkpoint from before A2C stepped it flat), each state tensor's parts are laid end to end

@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from gymnasium import spaces
 
+from a2c_ppo_acktr.algo.optim import Adam
 from a2c_ppo_acktr.envs import Normalizer, RunningMeanStd
 from a2c_ppo_acktr.errors import ConfigError, GailError
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -154,7 +155,7 @@ class Discriminator(nn.Module):
             nn.Linear(hidden_size, hidden_size), nn.Tanh(),
             nn.Linear(hidden_size, 1))
         self.to(device)
-        self.optimizer = torch.optim.Adam(self.trunk.parameters(), lr=lr)
+        self.optimizer = Adam(self.trunk.parameters(), lr=lr)
         self.ret_rms = RunningMeanStd(shape=())
         self.returns: torch.Tensor | None = None  # (N, 1) discounted sum of the learned reward, per env
 

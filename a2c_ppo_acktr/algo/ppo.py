@@ -1,8 +1,8 @@
 """Proximal Policy Optimization (Schulman et al. 2017), clipped surrogate objective."""
 import torch
-import torch.optim as optim
 
 from a2c_ppo_acktr.algo.agent import DecayingLr, FlatParams
+from a2c_ppo_acktr.algo.optim import Adam
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
@@ -72,7 +72,7 @@ class PPO(DecayingLr):
         # the end of a tensor apart from the rest, so one flat tensor would change the weights'
         # last bits, and so every seed's result (docs/benchmarks.md, "Parameters and gradients
         # in one tensor").
-        self.optimizer = optim.Adam(self.params, lr=lr, eps=eps, fused=True)
+        self.optimizer = Adam(self.params, lr=lr, eps=eps, fused=True)
         self._init_lr_decay(self.optimizer, lr_decay_horizon)  # the adaptive step: in update
         self.stats: dict[str, float] = {}
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, KFACOptimizer
+from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, KFACOptimizer, optim
 from a2c_ppo_acktr.envs import get_vec_normalize
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("algo, cls, optimizer", [
-    ("ppo", PPO, torch.optim.Adam), ("a2c", A2C_ACKTR, torch.optim.RMSprop),
+    ("ppo", PPO, optim.Adam), ("a2c", A2C_ACKTR, optim.RMSprop),
     ("acktr", A2C_ACKTR, KFACOptimizer)])
 def test_make_agent_builds_the_flags_algorithm(algo, cls, optimizer):
     cfg = get_config(["--algo", algo, "--lr", "3e-4", "--num-mini-batch", "4"]).algo
