@@ -462,7 +462,7 @@ def run_script(argv, setup, report):
 
 def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
     """``python main.py`` collects no garbage while importing and freezes what the imports left
-    (torch's and gymnasium's objects, tens of thousands), then trains with the collector on."""
+    (torch's and gymnasium's objects, hundreds of thousands), then trains with the collector on."""
     argv = ["--algo", "a2c"] + SHORT + dirs(tmp_path)
     # Counts the full collections that walked the imports' objects: those before the freeze.
     setup = ("walked = []\n"
@@ -470,7 +470,7 @@ def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
              " and info['generation'] == 2 and not gc.get_freeze_count() else None)")
     enabled, frozen, walked = run_script(argv, setup, "gc.isenabled(), gc.get_freeze_count(), "
                                                       "len(walked)")
-    assert enabled == "True" and int(frozen) > 50_000 and walked == "0"
+    assert enabled == "True" and int(frozen) > 100_000 and walked == "0"
     assert load_checkpoint(run_paths(get_args(argv)).checkpoint)["env_steps"] == 160
 
 

@@ -60,7 +60,8 @@ class _Functional:
             for p in params:
                 if p not in self.state:
                     self.state[p] = self._init_state(p, group)
-            self._step(params, group)
+            if params:
+                self._step(params, group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:

@@ -107,3 +107,6 @@ def test_zero_grad_zeroes_in_place_or_drops_the_gradients():
     assert model[0].weight.grad is grad and not grad.any()
     opt.zero_grad()
     assert all(p.grad is None for p in model.parameters())
+    before = weights(model)
+    opt.step()  # no gradient anywhere: nothing moves, as in torch
+    assert torch.equal(weights(model), before)
