@@ -36,7 +36,8 @@ class Optimizer(Protocol):
 class _Functional:
     """One parameter group, its per-parameter ``state`` created at a parameter's first step (with
     a gradient) and the state dict of ``torch.optim.Optimizer``. Subclasses name their state
-    (``_init_state``) and call torch's functional step (``_step``)."""
+    (``_init_state``) and call torch's functional step (``_step``, on the parameters that have a
+    gradient and those gradients)."""
 
     def __init__(self, params: Iterable[torch.Tensor], defaults: dict[str, Any]) -> None:
         params = list(params)
@@ -49,19 +50,23 @@ class _Functional:
     def _init_state(self, p: torch.Tensor, group: dict[str, Any]) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
-    def _step(self, params: list[torch.Tensor], group: dict[str, Any]) -> None:
+    def _step(self, params: list[torch.Tensor], grads: list[torch.Tensor],
+              group: dict[str, Any]) -> None:
         raise NotImplementedError
 
     @torch.no_grad()
     def step(self) -> None:
         """One step of every parameter that has a gradient."""
         for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            for p in params:
-                if p not in self.state:
-                    self.state[p] = self._init_state(p, group)
+            params, grads = [], []
+            for p in group["params"]:
+                if p.grad is not None:
+                    params.append(p)
+                    grads.append(p.grad)
+                    if p not in self.state:
+                        self.state[p] = self._init_state(p, group)
             if params:
-                self._step(params, group)
+                self._step(params, grads, group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
@@ -109,11 +114,6 @@ class _Functional:
         self.param_groups, self.state = groups, state
 
 
-def _grads(params: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The gradients of ``params`` (``step`` passes those that have one)."""
-    return [p.grad for p in params if p.grad is not None]
-
-
 def _placed(value: torch.Tensor, p: torch.Tensor, key: str, fused: bool) -> torch.Tensor:
     """A loaded state tensor where ``torch.optim`` puts it (``_process_value_according_to_param_policy``)."""
     if key == "step":
@@ -143,10 +143,11 @@ class Adam(_Functional):
                 "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
                 "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
 
-    def _step(self, params: list[torch.Tensor], group: dict[str, Any]) -> None:
+    def _step(self, params: list[torch.Tensor], grads: list[torch.Tensor],
+              group: dict[str, Any]) -> None:
         states = [self.state[p] for p in params]
         beta1, beta2 = group["betas"]
-        adam(params, _grads(params), [s["exp_avg"] for s in states],
+        adam(params, grads, [s["exp_avg"] for s in states],
              [s["exp_avg_sq"] for s in states], [], [s["step"] for s in states],
              foreach=group["foreach"], fused=group["fused"], amsgrad=False, beta1=beta1,
              beta2=beta2, lr=group["lr"], weight_decay=0.0, eps=group["eps"], maximize=False)
@@ -166,9 +167,10 @@ class RMSprop(_Functional):
         return {"step": torch.tensor(0.0, dtype=torch.float32),
                 "square_avg": torch.zeros_like(p, memory_format=torch.preserve_format)}
 
-    def _step(self, params: list[torch.Tensor], group: dict[str, Any]) -> None:
+    def _step(self, params: list[torch.Tensor], grads: list[torch.Tensor],
+              group: dict[str, Any]) -> None:
         states = [self.state[p] for p in params]
-        rmsprop(params, _grads(params), [s["square_avg"] for s in states], [], [],
+        rmsprop(params, grads, [s["square_avg"] for s in states], [], [],
                 [s["step"] for s in states], foreach=group["foreach"], lr=group["lr"],
                 alpha=group["alpha"], eps=group["eps"], weight_decay=0.0, momentum=0.0,
                 centered=False)
