@@ -4,8 +4,8 @@ of ``torch.optim.Adam`` and ``torch.optim.RMSprop``), with their state and state
 ``torch.optim``'s layout, so that checkpoints load into either.
 
 Why not ``torch.optim.Optimizer`` itself: its constructor and every ``step`` import torch's
-compiler (``torch._dynamo``, for its graph-break and disable hooks), a fixed cost of seconds at
-the start of every run that never compiles, and each step passes through its hooks' Python
+compiler (``torch._dynamo``, for its graph-break and disable hooks), a fixed cost at the start
+of every run, one that never compiles too, and each step passes through its hooks' Python
 (docs/benchmarks.md, "Measured code choices"). Any ``torch.optim`` optimizer still fits where these
 are used (``Optimizer`` below): swap it in to try another rule.
 """
