@@ -109,6 +109,7 @@ def train_quietly(train, argv):
 def run_sb3(c, seed, workdir, device="cpu"):
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
     if "NoFrameskip" in c["env"]:
@@ -137,6 +138,9 @@ def run_sb3(c, seed, workdir, device="cpu"):
                     **common)
     else:
         model = A2C(policy, env, gae_lambda=1.0, rms_prop_eps=1e-5, **common)
+    # A logger that writes nothing, into the run's own directory: SB3's default one makes a
+    # new empty directory in the system's temp directory for every run.
+    model.set_logger(configure(workdir, []))
     model.learn(total_timesteps=c["total"])
     env.close()
 

@@ -27,11 +27,10 @@ from tests.run.test_cli import TINY as CLI_TINY  # noqa: E402
 from tests.run.test_cli import assert_saved, signal_run  # noqa: E402
 from tests.test_main import monitor_returns  # noqa: E402
 
-CRASH_MARKER = os.path.join(tempfile.mkdtemp(prefix="crashing-cartpole-"), "crashed")
-
 
 class CrashingCartPole(gym.Wrapper):
-    """CartPole that raises on its 12th step, once per test session (``CRASH_MARKER``)."""
+    """CartPole that raises on its 12th step, once per Ray session (the file ``CRASH_MARKER``
+    names, in a directory that ``ray_session`` makes and removes)."""
 
     def __init__(self, render_mode=None):
         super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
@@ -74,12 +73,13 @@ def register_test_envs():
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session():
+def ray_session(tmp_path_factory):
     register_test_envs()
+    marker = str(tmp_path_factory.mktemp("crashing-cartpole") / "crashed")
     # The workers (other processes) register the test envs too.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"worker_process_setup_hook": "tests.sampling.test_workers.register_test_envs",
-                          "env_vars": {"PYTHONPATH": workers.ROOT, "CRASH_MARKER": CRASH_MARKER}})
+                          "env_vars": {"PYTHONPATH": workers.ROOT, "CRASH_MARKER": marker}})
     yield
     ray.shutdown()
 

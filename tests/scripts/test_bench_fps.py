@@ -1,5 +1,6 @@
 """scripts/bench/fps.py, run as a user runs it, cut to a few updates (--total): a row per impl,
 our variants (--ours) among them, and a row that says so where main.py refuses a variant."""
+import getpass
 import os
 import subprocess
 import sys
@@ -10,11 +11,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "scripts", "bench", "fps.py")
 
 
-def test_variants_get_a_row_each_and_a_refused_one_says_why():
+def test_variants_get_a_row_each_and_a_refused_one_says_why(tmp_path):
     proc = subprocess.run([sys.executable, SCRIPT, "--cases", "b", "--seeds", "1", "--total", "640",
                            "--ours", "eager", "bf16"], capture_output=True, text=True, timeout=600,
-                          cwd=ROOT)
+                          cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # Its runs' directories are gone, and SB3's logger made none of its own (SB3's optimizer
+    # leaves torch's compiler cache directory, which is torch's to keep).
+    assert [p.name for p in tmp_path.iterdir()] in ([], ["torchinductor_" + getpass.getuser()])
     rows = {line.split()[1]: line for line in proc.stdout.splitlines()[1:]
             if line.startswith("b ") and "ratio" not in line}
     assert list(rows) == ["ours", "ours+bf16", "sb3"]
