@@ -205,8 +205,23 @@ def test_the_parser_finds_the_set_up_command():
 
 
 
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a Markdown page's headings: lower case, punctuation dropped,
+    spaces to hyphens, "-1", "-2" ... on repeats; headings inside code fences do not count."""
+    anchors, seen, fenced = set(), {}, False
+    for line in text.splitlines():
+        fenced ^= line.startswith("```")
+        heading = None if fenced else re.match(r"#{1,6}\s+(.*)", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
+            anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+            seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
 def test_relative_links_of_readme_and_docs_exist():
-    """Every relative link and image in README.md and docs/*.md names a file that is there."""
+    """Every relative link and image in README.md and docs/*.md names a file that is there, and
+    a heading of it where the link names one (``page.md#anchor``, ``#anchor``)."""
     pages = [os.path.join(ROOT, "README.md")] + sorted(
         os.path.join(ROOT, "docs", f) for f in os.listdir(os.path.join(ROOT, "docs"))
         if f.endswith(".md"))
@@ -215,9 +230,14 @@ def test_relative_links_of_readme_and_docs_exist():
         with open(page) as f:
             text = f.read()
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
-            path = target.split("#", 1)[0]
-            if not path or re.match(r"[a-z]+:", path):  # an anchor in the page, or a URL
+            path, _, anchor = target.partition("#")
+            if re.match(r"[a-z]+:", path):  # a URL
                 continue
-            if not os.path.exists(os.path.join(os.path.dirname(page), path)):
+            dest = os.path.join(os.path.dirname(page), path) if path else page
+            if not os.path.exists(dest):
                 missing.append(f"{os.path.relpath(page, ROOT)}: {target}")
+            elif anchor and dest.endswith(".md"):
+                with open(dest) as f:
+                    if anchor not in heading_anchors(f.read()):
+                        missing.append(f"{os.path.relpath(page, ROOT)}: {target} (no such heading)")
     assert not missing, missing
