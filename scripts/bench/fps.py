@@ -43,7 +43,6 @@ import sys
 import tempfile
 import time
 
-from a2c_ppo_acktr.envs.episodes import load_run
 from cases import CASES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,7 +78,9 @@ def value_loss_coef(c):
     return "1.0" if c["algo"] == "ppo" else "0.5"
 
 
-def run_ours(train, c, seed, workdir, extra=()):
+def case_argv(c, seed, workdir):
+    """``main.py``'s flags for case ``c`` (a ``CASES`` entry) with ``seed``, its run files under
+    ``workdir``."""
     argv = ["--algo", c["algo"], "--env-name", c["env"], "--num-processes", str(c["n_envs"]),
             "--num-steps", str(c["n_steps"]), "--ppo-epoch", str(c["epochs"]),
             "--num-mini-batch", str(c["minibatches"]), "--num-env-steps", str(c["total"]),
@@ -93,7 +94,11 @@ def run_ours(train, c, seed, workdir, extra=()):
             "--use-proper-time-limits"]
     if c["gae"]:
         argv.append("--use-gae")
-    train_quietly(train, argv + list(extra))
+    return argv
+
+
+def run_ours(train, c, seed, workdir, extra=()):
+    train_quietly(train, case_argv(c, seed, workdir) + list(extra))
 
 
 def train_quietly(train, argv):
@@ -147,6 +152,8 @@ def run_sb3(c, seed, workdir, device="cpu"):
 
 def last_returns(workdir, n=20):
     """Mean return of the last ``n`` finished episodes in the run's monitor files."""
+    # Here, not at the top: a run of SB3 (``--one sb3``) imports nothing of ours.
+    from a2c_ppo_acktr.envs.episodes import load_run
     log_dir = os.path.dirname(glob.glob(os.path.join(workdir, "**", "*.monitor.csv"),
                                         recursive=True)[0])
     _, returns, _ = load_run(log_dir)
