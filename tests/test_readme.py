@@ -123,6 +123,7 @@ def shorten(argv, sandbox, resumed=0):
         argv[0] = sys.executable
     elif argv[0] == "torchrun":  # the one installed beside this Python
         argv[0] = os.path.join(os.path.dirname(sys.executable), "torchrun")
+        env.setdefault("TMPDIR", sandbox)  # its log directory: in the test's, not in /tmp
     script = next((a for a in argv if a.endswith(".py")), "")  # "": python -m <module>
     if script == "main.py":
         ranks = _flag(argv, "--nproc_per_node", 1, sandbox)

@@ -153,7 +153,7 @@ def _matching_parameters(sb3_policy, ours) -> list[tuple[torch.Tensor, torch.Ten
 
 
 @pytest.mark.parametrize("env_id", sorted(SB3_SETTINGS))
-def test_recipes_follow_sb3s_loss(env_id):
+def test_recipes_follow_sb3s_loss(env_id, tmp_path):
     """One PPO pass over one minibatch, ours with the recipe's loss flags and SB3's PPO with the
     same settings, from the same weights on the same data: the same gradients. (SB3's value loss
     has no 1/2, so its ``vf_coef`` c is our ``--value-loss-coef`` 2c.)"""
@@ -202,7 +202,7 @@ def test_recipes_follow_sb3s_loss(env_id):
     buf.returns[:] = returns.numpy()
     buf.advantages[:] = (returns - values).numpy()
     buf.full, buf.pos = True, T
-    sb3.set_logger(configure(None, []))
+    sb3.set_logger(configure(str(tmp_path), []))  # None: a new directory in /tmp
     sb3.train()
 
     for mine, theirs in pairs:
