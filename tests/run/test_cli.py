@@ -265,14 +265,15 @@ def test_full_disk_while_logging_stops_in_one_line(tmp_path, capsys, monkeypatch
 
 
 # 4. Ctrl-C / SIGTERM: the update finishes, the checkpoint is saved, one line, 130 / 143.
-def signal_run(tmp_path, argv, signum, group=False, updates=3, launcher=(sys.executable,)):
-    """Start main.py ``argv``, send ``signum`` once ``updates`` updates are logged (to its whole
-    process group, as Slurm, systemd and job control do, with ``group``); -> (status, stderr)."""
+def signal_run(tmp_path, argv, signum, group=False, updates=3, launcher=(sys.executable,),
+               env=None):
+    """Start main.py ``argv`` (with ``env``'s variables too), send ``signum`` once ``updates``
+    updates are logged (to its whole process group, as Slurm, systemd and job control do, with
+    ``group``); -> (status, stderr)."""
     argv = argv + dirs(tmp_path)
-    # Its temporary files (torchrun's log directory) in the test's own directory, not /tmp.
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([*launcher, "main.py", *argv], cwd=ROOT, start_new_session=group,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
     progress = pathlib.Path(run_paths(get_args(argv)).log_dir, "progress.csv")
     deadline = time.time() + 180
     while time.time() < deadline and proc.poll() is None and (
