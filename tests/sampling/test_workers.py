@@ -29,9 +29,9 @@ from tests.test_main import monitor_returns  # noqa: E402
 
 
 class CrashingCartPole(gym.Wrapper):
-    """CartPole that raises on its 12th step, once per Ray session: the file that the
-    environment variable ``CRASH_MARKER`` names (``ray_session`` puts it in pytest's temporary
-    directory) says it has."""
+    """CartPole that raises on its 12th step, once per Ray session: only while the file that the
+    environment variable ``CRASH_MARKER`` names (in pytest's temporary directory, set by
+    ``ray_session``) is absent, creating it as it raises."""
 
     def __init__(self, render_mode=None):
         super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
