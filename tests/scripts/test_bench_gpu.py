@@ -1,5 +1,6 @@
 """scripts/bench/gpu.py: the README's Pong command it runs is still the README's; on a machine
 without CUDA one line and exit status 2; on CUDA a short run of each impl (skipped here)."""
+import json
 import os
 import shlex
 import subprocess
@@ -296,3 +297,43 @@ def test_a_runs_row_from_its_rows_output_and_gpu_samples(monkeypatch):
     rows[4].mean_return = 20.0
     r = gpu_modes.measure(part, 300.0, 2, [18, 20], cuda=True)
     assert r["reach"] == {18: (19.0, 5120), 20: (19.0, 5120)}
+
+
+def _device_call_packages() -> tuple[set[str], set[str]]:
+    """docs/benchmarks.md's device call: (the wheels it downloads, the packages it names as in
+    the H200's image), as normalized distribution names."""
+    with open(os.path.join(ROOT, "docs", "benchmarks.md")) as f:
+        text = f.read()
+    download = next(line for line in text.splitlines()
+                    if line.strip().startswith("python3 -m pip download") and "-d .whl" in line)
+    wheels = {spec.split("==")[0] for spec in download.split("-d .whl", 1)[1].split()}
+    named = text.split("In the image, by its package list of", 1)[1].split(";", 1)[0]
+    image = {name.strip() for name in named.split(":", 1)[1].replace("\n", " ").split(",")}
+    return {_normal(n) for n in wheels}, {_normal(n) for n in image}
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+LOADS = """
+import importlib.metadata, json, sys
+import main
+from a2c_ppo_acktr.envs import make_vec_envs
+for env in ("PongNoFrameskip-v4", "CartPole-v1"):
+    make_vec_envs(env, 1, 2, 0.99, None, "cpu", False).close()
+owners = importlib.metadata.packages_distributions()
+print(json.dumps(sorted({d for m in list(sys.modules) for d in owners.get(m.split(".")[0], [])})))
+"""
+
+
+def test_the_device_calls_wheels_and_image_hold_what_main_loads():
+    """The GPU machine has torch but not gymnasium, ale-py nor stable-baselines3: the documented
+    call must carry every package that main.py loads to train and that its image lacks."""
+    wheels, image = _device_call_packages()
+    assert {"gymnasium", "ale-py", "stable-baselines3"} <= wheels and "torch" in image
+    proc = subprocess.run([sys.executable, "-c", LOADS], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = {_normal(d) for d in json.loads(proc.stdout.splitlines()[-1])} - {"a2c-ppo-acktr"}
+    assert loaded - wheels - image == set()
