@@ -5,9 +5,10 @@ Each run is ``main.py`` in a subprocess, under ``<out>/runs/<env>/<recipe>/seed<
 ``logs/``, ``models/`` and ``stdout.log``). The score of a run is the mean return of its last 10
 training episodes (what main.py's log line shows); a row gives the mean ± std of that over the
 seeds, and each seed's final policy played deterministically, the first episode of each of 10
-envs (the metric of rl-baselines3-zoo's tables). Writes ``<out>/results.md`` (the table and the
-commands) and ``<out>/<env>.png`` (learning curves, seed band min-max), and prints each run's
-line and the table. With ``--reuse`` a run
+envs (the metric of rl-baselines3-zoo's tables; a run's line adds the lowest and highest
+game). Writes ``<out>/results.md`` (the table and the commands) and ``<out>/<env>.png``
+(learning curves, seed band min-max), and prints each run's line and the table. With
+``--reuse`` a run
 whose checkpoint already holds the whole budget is read, not trained again, and one cut short
 (stopped by a signal, which saves its checkpoint) continues with ``main.py --resume``: a suite cut
 short continues, and seeds run apart (other ``--out`` dirs, linked in) make one table. Ctrl-C or
@@ -173,7 +174,7 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
     """A run's result from its files; ``wall`` None: the training time its log recorded."""
     result = {"env": env, "recipe": name, "seed": seed, "steps": steps, "rc": rc,
               "wall": wall, "dir": run_dir, "score": None, "fps": None, "curve": None,
-              "eval": None, "rows": [], "no_score": None}
+              "eval": None, "eval_range": None, "rows": [], "no_score": None}
     monitor_dirs = sorted({os.path.dirname(f) for f in glob.glob(
         os.path.join(run_dir, "logs", "**", "*.monitor.csv"), recursive=True)
         if os.path.basename(os.path.dirname(f)) != "eval"})
@@ -190,7 +191,9 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
         checkpoints = glob.glob(os.path.join(run_dir, "models", "*", "*.pt"))
         if len(checkpoints) == 1:
             try:
-                result["eval"] = float(np.mean(evaluate_checkpoint(checkpoints[0], EVAL_EPISODES)))
+                games = evaluate_checkpoint(checkpoints[0], EVAL_EPISODES)
+                result["eval"] = float(np.mean(games))
+                result["eval_range"] = (min(games), max(games))
             except CheckpointError:
                 pass
     progress = glob.glob(os.path.join(run_dir, "logs", "**", "progress.csv"), recursive=True)
@@ -217,8 +220,9 @@ def run_line(r: dict, thresholds: Sequence[float] = ()) -> str:
             else "")
     if r["score"] is None:
         return head + f"FAILED (exit status {r['rc']}), see {os.path.join(r['dir'], 'stdout.log')}"
-    final = "" if r["eval"] is None else (
-        f", final policy {r['eval']:.1f} (deterministic, {EVAL_EPISODES} episodes)")
+    final = "" if r["eval"] is None else (  # the games' range: one lost game or all alike
+        f", final policy {r['eval']:.1f} (deterministic, {EVAL_EPISODES} episodes, "
+        f"{r['eval_range'][0]:g} to {r['eval_range'][1]:g})")
     return (head + f"mean of last {LAST_EPISODES} episodes {r['score']:.1f}{final}, "
             f"wall {r['wall'] / 60:.1f} min, {r['fps']:.0f} fps"
             + "".join(f", {t:g} at {format_reached(r['rows'], t)}" for t in thresholds))

@@ -24,10 +24,13 @@ def test_benchmark_end_to_end(tmp_path):
     finals = []
     for seed in (1, 2):
         line = re.search(rf"CartPole-v1 tuned 2048 steps seed {seed}: mean of last 10 episodes "
-                         r"[\d.]+, final policy ([\d.]+) \(deterministic, 10 episodes\), "
+                         r"[\d.]+, final policy ([\d.]+) \(deterministic, 10 episodes, "
+                         r"([\d.]+) to ([\d.]+)\), "
                          r"wall [\d.]+ min, \d+ fps", proc.stdout)
         assert line, proc.stdout
         finals.append(float(line.group(1)))
+        low, high = float(line.group(2)), float(line.group(3))
+        assert 8 <= low <= finals[-1] <= high <= 500
     row = re.search(r"\| CartPole-v1 \| tuned \| 2,048 \| 1, 2 \| (\d+) ± (\d+) \| (\d+) / (\d+) \| "
                     r"(\d+) / (\d+) \|", proc.stdout)
     assert row, proc.stdout
