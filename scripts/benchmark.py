@@ -8,12 +8,11 @@ seeds, and each seed's final policy played deterministically, the first episode 
 envs (the metric of rl-baselines3-zoo's tables; a run's line adds the lowest and highest
 game). Writes ``<out>/results.md`` (the table and the commands) and ``<out>/<env>.png``
 (learning curves, seed band min-max), and prints each run's line and the table. With
-``--reuse`` a run
-whose checkpoint already holds the whole budget is read, not trained again, and one cut short
-(stopped by a signal, which saves its checkpoint) continues with ``main.py --resume``: a suite cut
-short continues, and seeds run apart (other ``--out`` dirs, linked in) make one table. Ctrl-C or
-SIGTERM, to this process alone or to its group, stops the runs under way (each saves) and starts
-no more; the table then holds the runs that finished.
+``--reuse`` a run whose checkpoint already holds the whole budget is read, not trained again, and
+one cut short (stopped by a signal, which saves its checkpoint) continues with ``main.py
+--resume``: a suite cut short continues, and seeds run apart (other ``--out`` dirs, linked in)
+make one table. Ctrl-C or SIGTERM, to this process alone or to its group, stops the runs under
+way (each saves) and starts no more; the table then holds the runs that finished.
 ``--thresholds 18 20`` adds, per run, the env steps and training minutes at which the log's mean
 of the last 10 training episodes first reached each return (its ``progress.csv``; "-": not
 within the budget).
