@@ -146,19 +146,13 @@ def wandb_offline(tmp_path, monkeypatch):
         monkeypatch.setenv(name, str(value))
 
 
-def wandb_files_closed():
-    """``run.finish()`` only tells W&B's service the run is over; the service closes the run's
-    file when it gets round to it (a CI run read an empty one). A process's exit waits for that
-    in an atexit hook; a test in pytest's process waits here instead."""
-    import wandb
-
-    wandb.teardown()
-
-
 def test_track_logs_the_config_and_every_scalar_row(tmp_path, wandb_offline):
     argv = PPO + ["--track", "--eval-interval", "2", "--wandb-project-name", "tests"]
     assert main.main(argv + dirs(tmp_path, "logs")) == 0
-    wandb_files_closed()
+    # run.finish() does not wait for W&B's service to close the run's file; a process's exit
+    # does (an atexit hook), and teardown does the same inside pytest's process.
+    import wandb
+    wandb.teardown()
     run_dir = str(tmp_path / "logs" / "ppo" / "CartPole-v1_seed1")
     (path,) = glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))
     records = list(wandb_records(path))
