@@ -23,7 +23,14 @@ import torch
 
 from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs.single import check_env_id
-from a2c_ppo_acktr.errors import CheckpointError, Error, allocation_failure, failure_line, program
+from a2c_ppo_acktr.errors import (
+    CheckpointError,
+    Error,
+    allocation_failure,
+    failure_line,
+    print_details,
+    program,
+)
 from a2c_ppo_acktr.run.arguments import fail, get_config, warn
 from a2c_ppo_acktr.run.build import build_collector, build_evaluations, build_run
 from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths
@@ -48,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run = start(cfg, stop)
         except Error as e:  # bad input found while building: one line, nothing left on disk
+            print_details(e)  # a failing env's own traceback, once
             fail(str(e))
         except Interrupted as e:  # a signal while building: undone, one line
             print(f"{program()}: {e}", file=sys.stderr)
@@ -68,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         except (Error, OSError) as e:  # e.g. a log that cannot be written: one line
             if (what := failure_line(e)) is None:
                 raise
+            print_details(e)
             if run.lead:
                 print(f"{program()}: error: {what}; stopped, "
                       f"{left_behind(run.paths, run.saved_steps)}", file=sys.stderr)

@@ -29,6 +29,28 @@ class LogError(Error):
     """A run's log files (monitor CSVs) missing or unreadable."""
 
 
+class EnvError(Error, RuntimeError):
+    """An env that failed: it raised in ``step`` / ``reset`` / its constructor, returned what its
+    space does not allow, or its worker process died. ``str()`` is one line naming the env id,
+    its index, the method and, where known, the fix; ``details`` the env's own traceback (text,
+    '' if none), which an entry point prints once, before that line (``print_details``)."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+    def __reduce__(self):  # pickled whole (a worker process sends it)
+        return type(self), (str(self), self.details)
+
+
+def print_details(error: BaseException) -> None:
+    """The failing env's own traceback (``EnvError.details``) on stderr, if it has one."""
+    details = getattr(error, "details", "")
+    if details:
+        sys.stderr.write(details if details.endswith("\n") else details + "\n")
+        sys.stderr.flush()
+
+
 class GailError(ConfigError):
     """GAIL's expert data missing or not matching the env."""
 

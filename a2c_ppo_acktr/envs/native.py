@@ -17,7 +17,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
-from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult
+from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult, check_batch
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import space_shape
 
@@ -66,11 +66,13 @@ class NativeVecEnv(BatchedVecEnv):
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         self.monitor = EpisodeMonitor(num_envs, env_id, log_dir, first_rank, monitor_append)
+        self.env_id = env_id
         self._seed: int | None = seed + first_rank
 
     def reset(self) -> np.ndarray:
         obs, _ = self.env.reset(seed=self._seed)
         self._seed = None  # seeded once; later resets continue the RNG
+        check_batch(self.env_id, self.kind, "reset", obs, self.num_envs, self.observation_space)
         return obs
 
     def step(self, actions: np.ndarray) -> StepResult:
@@ -78,6 +80,7 @@ class NativeVecEnv(BatchedVecEnv):
         actions = np.asarray(actions, self.action_space.dtype).reshape(
             self.num_envs, *space_shape(self.action_space))
         obs, rewards, terminated, truncated, info = self.env.step(actions)
+        check_batch(self.env_id, self.kind, "step", obs, self.num_envs, self.observation_space)
         ended = terminated | truncated
         infos: list[dict] = [{} for _ in range(self.num_envs)]
         self.monitor.step(rewards, ended, infos)

@@ -17,14 +17,15 @@ import numpy as np
 
 from a2c_ppo_acktr.envs.state import capture_envs, restore_envs
 from a2c_ppo_acktr.envs.vec_env import (
-    ENV_INDEX,
     StepResult,
     benchmark_block,
+    build_envs,
     num_cpus,
     pause_block,
     reset_block,
     step_block,
 )
+from a2c_ppo_acktr.errors import EnvError
 from a2c_ppo_acktr.utils import signals_stay_here
 
 
@@ -48,10 +49,11 @@ def _shared_views(buf, layout, lo=0, hi=None):
 
 
 class _RemoteError:
-    """What a worker sends back instead of a result when one of its envs raises."""
+    """What a worker sends back instead of a result when one of its envs fails: the one line and
+    the env's traceback of an ``EnvError``."""
 
-    def __init__(self, env_index, message, tb):
-        self.env_index, self.message, self.traceback = env_index, message, tb
+    def __init__(self, message: str, details: str) -> None:
+        self.message, self.details = message, details
 
 
 def _reduce_numpy_scalar(x):
@@ -80,11 +82,9 @@ def _worker(conn, env_fns_blob, first_index):
     # closes us in order (a spawned worker has no forkserver's mask: see _mp_context).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    envs, index = [], first_index
+    envs: list[gym.Env] = []
     try:
-        for fn in cloudpickle.loads(env_fns_blob):
-            envs.append(fn())
-            index += 1
+        envs = build_envs(cloudpickle.loads(env_fns_blob), first_index)
         conn.send((envs[0].observation_space, envs[0].action_space))
         layout = conn.recv()
         fd = reduction.recv_handle(conn)
@@ -95,10 +95,10 @@ def _worker(conn, env_fns_blob, first_index):
             cmd = conn.recv_bytes()
             if cmd == b"s":
                 infos = step_block(envs, v["actions"].copy(), v["obs"], v["rewards"],
-                                   v["terminated"], v["truncated"])
+                                   v["terminated"], v["truncated"], first_index)
                 _send(conn, infos if any(infos) else None)  # usually all empty: send nothing
             elif cmd == b"r":
-                reset_block(envs, v["obs"])
+                reset_block(envs, v["obs"], first_index)
                 conn.send(None)
             elif cmd == b"p":
                 pause_block(envs)
@@ -119,10 +119,13 @@ def _worker(conn, env_fns_blob, first_index):
                 break
     except (EOFError, ConnectionError):
         pass  # the parent is gone
-    except Exception as e:
-        index = first_index + getattr(e, ENV_INDEX, index - first_index)
+    except Exception as e:  # said once, by the parent: this process prints nothing
+        if not isinstance(e, EnvError):  # not in an env's method: the whole traceback
+            e = EnvError(f"a ShmemVecEnv worker of envs {first_index}.."
+                         f"{first_index + max(len(envs), 1) - 1} failed: {type(e).__name__}: {e}",
+                         traceback.format_exc())
         try:
-            conn.send(_RemoteError(index, f"{type(e).__name__}: {e}", traceback.format_exc()))
+            conn.send(_RemoteError(str(e), e.details))
         except OSError:
             pass
     finally:
@@ -131,6 +134,18 @@ def _worker(conn, env_fns_blob, first_index):
                 env.close()
             except Exception:
                 pass
+
+
+def exit_status(code: int | None) -> str:
+    """A process's ``exitcode`` in words: "exit status 3", "killed by SIGKILL"."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
 
 
 def _mp_context():
@@ -195,19 +210,19 @@ class ShmemVecEnv:
         self._views = _shared_views(self._buf, layout)
 
     def _recv(self, w):
-        """Reply of worker ``w``; on a worker error or death, close everything and raise."""
+        """Reply of worker ``w``; on a worker error or death, close everything and raise
+        ``EnvError``."""
         try:
             reply = self._conns[w].recv()
         except (EOFError, ConnectionError):
             lo, hi = self._blocks[w]
             self._procs[w].join(1.0)
             self.close()
-            raise RuntimeError(f"ShmemVecEnv worker for envs {lo}..{hi - 1} died "
-                               f"(exit code {self._procs[w].exitcode})") from None
+            raise EnvError(f"the ShmemVecEnv worker process of envs {lo}..{hi - 1} died "
+                           f"({exit_status(self._procs[w].exitcode)})") from None
         if isinstance(reply, _RemoteError):
             self.close()
-            raise RuntimeError(f"env {reply.env_index} failed in a ShmemVecEnv worker: {reply.message}\n"
-                               f"worker traceback:\n{reply.traceback}")
+            raise EnvError(reply.message, reply.details)
         return reply
 
     def _check_open(self):

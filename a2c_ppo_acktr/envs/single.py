@@ -30,6 +30,20 @@ from a2c_ppo_acktr.utils import space_shape
 _ale_registered = False
 
 
+def _plain_gymnasium_warnings() -> None:
+    """gymnasium colours its warnings with terminal codes, also into a file or a pipe (a log):
+    there, plain text. Inherited by the env workers, which build their envs through here."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        tty = False
+    if not tty:
+        gym.logger.colorize = lambda string, *args, **kwargs: string
+
+
+_plain_gymnasium_warnings()
+
+
 def register_ale() -> None:
     """Register the ALE ids with gymnasium (gymnasium 1.x no longer does it on its own)."""
     global _ale_registered
@@ -296,6 +310,7 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
         env.action_space.seed(seed + rank)
         return env
 
+    _thunk.env_id = env_id  # type: ignore[attr-defined]  # named if it fails (build_envs)
     return _thunk
 
 

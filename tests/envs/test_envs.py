@@ -279,8 +279,8 @@ def test_bad_names_raise_one_line_value_errors():
 
 
 @pytest.mark.parametrize("failure,match", [
-    ({"fail_at": 3}, r"env 2 failed .*ValueError: boom"),
-    ({"fail_at": 2, "hard": True}, r"envs 2\.\.2 died"),
+    ({"fail_at": 3}, r"env 2 \(CountEnv\) failed in step: ValueError: boom"),
+    ({"fail_at": 2, "hard": True}, r"envs 2\.\.2 died \(exit status 3\)"),
     ({"fail_init": True}, r"env 2 failed .*ValueError: cannot build"),
 ])
 def test_worker_crash_raises(failure, match):

@@ -175,8 +175,13 @@ def test_failed_start_leaves_nothing_behind(tmp_path, capsys):
                   "has observations Text(1, 8, ")
     expect_exit_2(capsys, argv + ["--env-name", "no_such_module:Env-v0"],
                   "cannot import 'no_such_module'")
-    with pytest.raises(RuntimeError, match="simulated constructor failure"):
+    with pytest.raises(SystemExit) as exc:  # the env's traceback, then one line (issue #72)
         main.main(argv + ["--env-name", "tests.toy_envs:Broken-v0"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("Traceback") == 1
+    assert err.splitlines()[-1].endswith(": error: env 0 (tests.toy_envs:Broken-v0) failed to "
+                                         "build: RuntimeError: simulated constructor failure "
+                                         "(its traceback above)")
     assert sorted(os.listdir(tmp_path)) == ["logs"]
     assert os.listdir(tmp_path / "logs") == ["notes.txt"]
 

@@ -1,0 +1,125 @@
+"""A user's env that fails (issue #72 item 1): its own traceback once, then one line naming the
+env id, its index, the method and, where known, the fix; an observation outside the space is
+refused on every backend that runs a user's env."""
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import main
+import tests.fault_envs  # noqa: F401  (registers the ids)
+from a2c_ppo_acktr.envs import DummyVecEnv, NativeVecEnv, ShmemVecEnv, make_env
+from a2c_ppo_acktr.errors import EnvError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def fns(env_id, n=2):
+    return [make_env(f"tests.fault_envs:{env_id}", 0, i, None, False) for i in range(n)]
+
+
+def failure(backend, env_id, steps=6):
+    """The EnvError that ``steps`` steps of two ``env_id`` envs on ``backend`` raise."""
+    venv = backend(fns(env_id))
+    try:
+        venv.reset()
+        with pytest.raises(EnvError) as err:
+            for _ in range(steps):
+                venv.step(np.zeros(2, np.int64))
+    finally:
+        venv.close()
+    assert "\n" not in str(err.value)
+    return err.value
+
+
+CASES = [  # env id, what the line says, where the traceback ends (None: no traceback)
+    ("RaiseInStep-v0", "env 0 (RaiseInStep-v0) failed in step: RuntimeError: simulated failure",
+     "RuntimeError: simulated failure in step\n"),
+    ("OldApi-v0", "failed in step: ValueError: not enough values to unpack (expected 5, got 4); "
+     "it returned 4 values, the old gym API", "got 4)\n"),
+    ("NoneReward-v0", "env 0 (NoneReward-v0) returned from step the reward None: a reward must "
+     "be a number", None),
+    ("WrongShape-v0", "env 0 (WrongShape-v0) returned from step an observation of shape (1,) "
+     "float32, outside its observation space Box(-1.0, 1.0, (3,), float32): return shape (3,) "
+     "float32 observations", None),
+]
+
+
+@pytest.mark.parametrize("env_id, line, end", CASES, ids=[c[0] for c in CASES])
+def test_a_failing_env_is_one_line_with_its_own_traceback(env_id, line, end):
+    error = failure(DummyVecEnv, env_id)
+    assert line in str(error)
+    if end is None:
+        assert error.details == ""
+    else:  # the env's frames only, from its step down
+        assert error.details.startswith("Traceback") and error.details.endswith(end)
+        assert error.details.count("Traceback") == 1 and "vec_env.py" not in error.details
+        assert "fault_envs.py" in error.details or env_id != "RaiseInStep-v0"
+        assert str(error).endswith("(its traceback above)")
+
+
+def test_a_none_reward_under_the_monitor_says_what_it_is(tmp_path):
+    venv = DummyVecEnv([make_env("tests.fault_envs:NoneReward-v0", 0, 0, str(tmp_path), False)])
+    venv.reset()
+    with pytest.raises(EnvError, match="TypeError: .*NoneType'; it returned None where a number "
+                                       r"belongs \(a reward must be a number\)"):
+        for _ in range(4):
+            venv.step(np.zeros(1, np.int64))
+
+
+def test_a_dtype_numpy_would_cast_and_a_failing_reset_are_refused():
+    with pytest.raises(EnvError, match=r"returned from reset an observation of shape \(3,\) "
+                                       r"float32, outside its observation space Box\(0, 255, "
+                                       r"\(3,\), uint8\)"):  # floats for a uint8 space
+        DummyVecEnv(fns("WrongDtype-v0")).reset()
+    with pytest.raises(EnvError, match=r"env 0 \(RaiseInReset-v0\) failed in reset: ValueError"):
+        DummyVecEnv(fns("RaiseInReset-v0")).reset()
+    with pytest.raises(EnvError, match=r"env 1 \(tests.toy_envs:Broken-v0\) failed to build: "
+                                       "RuntimeError: simulated constructor failure"):
+        DummyVecEnv([lambda: gym.make("WrongShape-v0"),
+                     make_env("tests.toy_envs:Broken-v0", 0, 1, None, False)])
+
+
+def test_the_native_backend_refuses_observations_outside_the_space():
+    venv = NativeVecEnv("WrongShapeVector-v0", 2, 0)
+    with pytest.raises(EnvError, match=r"WrongShapeVector-v0 \(--vec-env native\) returned from "
+                                       r"reset observations of shape \(2, 1\) float32 for 2 envs"):
+        venv.reset()
+    venv.close()
+
+
+@pytest.mark.slow
+def test_shmem_workers_fail_as_the_envs_do_and_a_dead_one_is_one_line():
+    for env_id, line, end in CASES:
+        error = failure(lambda f: ShmemVecEnv(f, num_workers=2), env_id)
+        assert line in str(error) and (end is None or error.details.endswith(end))
+    error = failure(lambda f: ShmemVecEnv(f, num_workers=2), "Exits-v0")
+    assert str(error) == "the ShmemVecEnv worker process of envs 0..0 died (exit status 3)"
+
+
+def test_main_prints_the_envs_traceback_once_then_one_line_keeping_the_checkpoint(tmp_path, capsys):
+    argv = ["--algo", "a2c", "--env-name", "tests.fault_envs:RaiseInStep-v0", "--env-kwargs",
+            "at=20", "--num-processes", "2", "--num-steps", "4", "--num-env-steps", "64",
+            "--vec-env", "dummy", "--log-dir", str(tmp_path / "logs"), "--save-dir",
+            str(tmp_path / "models")]
+    assert main.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("Traceback") == 1 and err.startswith("Traceback")
+    last = err.splitlines()[-1]
+    assert ": error: env 0 (RaiseInStep-v0) failed in step: RuntimeError" in last
+    assert "keeping the last saved checkpoint" in last and "--resume continues it" in last
+
+
+@pytest.mark.slow
+def test_main_under_shmem_prints_one_traceback_and_one_line(tmp_path):
+    argv = ["--algo", "a2c", "--env-name", "tests.fault_envs:OldApi-v0", "--env-kwargs", "at=20",
+            "--num-processes", "2", "--num-steps", "4", "--num-env-steps", "64", "--vec-env",
+            "shmem", "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+    proc = subprocess.run([sys.executable, "main.py", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("Traceback") == 1 and proc.stderr.startswith("Traceback")
+    assert "env 0 (OldApi-v0) failed in step" in proc.stderr.splitlines()[-1]
