@@ -12,7 +12,7 @@ if __name__ == "__main__":  # a signal during the imports (seconds) ends the pro
     import gc
     gc.disable()  # until the imports' objects are frozen, at the end of this file
     import signal  # held from here, as importing the package imports gymnasium, until handled
-    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
     from a2c_ppo_acktr.run.interrupt import exit_on_signals
     exit_on_signals()
 
@@ -204,4 +204,6 @@ if __name__ == "__main__":
     # at exit (docs/benchmarks.md, "Measured code choices").
     gc.freeze()
     gc.enable()
+    from a2c_ppo_acktr.run import interrupt
+    interrupt.HARD_EXIT_S = 8.0  # a second Ctrl-C ends the process within 10 s, stuck envs or not
     sys.exit(main())

@@ -97,18 +97,33 @@ def remove_stale_temporaries(path: str) -> list:
     return stale
 
 
+def die_with_parent() -> None:
+    """This process gets SIGKILL when its parent ends, however the parent ends (SIGKILL too), so
+    that no helper process outlives what it helps (Linux; elsewhere nothing changes). Called in
+    the child: first thing in a worker, or as a ``Popen`` ``preexec_fn``."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        parent = os.getppid()
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before that took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
 @contextlib.contextmanager
 def signals_stay_here() -> Iterator[None]:
-    """Processes started inside ignore SIGINT and SIGTERM: Ctrl-C and a scheduler's SIGTERM
-    reach the whole process group, and only this process is to act on them (it saves, then
-    closes its helpers). An ignored signal is inherited across exec, a handler is not. Signals
-    sent meanwhile are blocked here and handled after; this process's handlers are put back,
-    also over any that a library installed meanwhile (Ray's driver aborts on SIGTERM). From the
-    main thread only: elsewhere nothing changes."""
+    """Processes started inside ignore SIGINT, SIGTERM and SIGHUP: Ctrl-C, a scheduler's SIGTERM
+    and a closed terminal's SIGHUP reach the whole process group, and only this process is to
+    act on them (it saves, then closes its helpers). An ignored signal is inherited across exec,
+    a handler is not. Signals sent meanwhile are blocked here and handled after; this process's
+    handlers are put back, also over any that a library installed meanwhile (Ray's driver
+    aborts on SIGTERM). From the main thread only: elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signals = (signal.SIGINT, signal.SIGTERM)
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     handlers = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
     try:

@@ -18,7 +18,7 @@ import sys
 
 if __name__ == "__main__":  # a signal during the imports (seconds) ends the process in one line
     import signal  # held from here, as importing the package imports gymnasium, until handled
-    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
     from a2c_ppo_acktr.run.interrupt import exit_on_signals
     exit_on_signals("nothing written")
 

@@ -10,6 +10,7 @@ from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.single import check_env_kwargs, env_spec, is_atari, make_env
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, num_cpus
+from a2c_ppo_acktr.envs.watch import watch
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import space_shape
 
@@ -63,7 +64,8 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
                   render_mode: str | None = None, monitor_append: bool = False,
                   num_workers: int | None = None, env_kwargs: dict | None = None,
                   first_rank: int = 0, episodic_life: bool = True,
-                  video_prefix: str | None = None) -> VecPyTorch | VecPyTorchFrameStack:
+                  video_prefix: str | None = None,
+                  env_timeout: float | None = None) -> VecPyTorch | VecPyTorchFrameStack:
     """Build the full stack: N envs -> backend -> VecNormalize (vector obs) -> VecPyTorch
     -> VecPyTorchFrameStack (images: ``num_frame_stack`` or 4; vectors: only if given).
 
@@ -76,7 +78,9 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
     i``: seed ``seed + rank``, monitor file ``<rank>.monitor.csv``. ``episodic_life=False``
     (evaluation): a lost life ends no episode on ``ale``, which FIREs after it; the classic Atari
     stack always ends the learner's episode there. ``video_prefix``: env rank 0 records videos
-    (``single.record_video``), on ``dummy`` or ``shmem`` only.
+    (``single.record_video``), on ``dummy`` or ``shmem`` only. A step or reset of a user's env
+    (not ``ale``) that has not returned for a minute is said in one line; ``env_timeout`` seconds
+    (None: never) stop it with ``watch.EnvTimeout`` (``envs/watch.py``).
     """
     if vec_env not in VEC_ENV_KINDS:
         raise ConfigError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
@@ -106,6 +110,7 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
                             render_mode, monitor_append, env_kwargs, video_prefix)
                    for i in range(num_processes)]
         envs = ShmemVecEnv(env_fns, num_workers) if vec_env == "shmem" else DummyVecEnv(env_fns)
+    watch(envs, env_name, env_timeout)  # not ALE's: its own C++ envs
 
     if len(space_shape(envs.observation_space)) == 1:
         envs = VecNormalize(envs, gamma=gamma) if gamma is not None else VecNormalize(envs, ret=False)

@@ -18,6 +18,7 @@ from gymnasium.vector import AutoresetMode
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
 from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult, check_batch
+from a2c_ppo_acktr.envs.watch import Calling
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import space_shape
 
@@ -43,7 +44,7 @@ def has_native(spec: EnvSpec) -> bool:
     return spec.vector_entry_point is not None
 
 
-class NativeVecEnv(BatchedVecEnv):
+class NativeVecEnv(BatchedVecEnv, Calling):
     """``num_envs`` envs of ``env_id`` in its vector entry point (contract of ``vec_env.py``)."""
 
     kind = "native"
@@ -70,7 +71,11 @@ class NativeVecEnv(BatchedVecEnv):
         self._seed: int | None = seed + first_rank
 
     def reset(self) -> np.ndarray:
-        obs, _ = self.env.reset(seed=self._seed)
+        self._start("reset")
+        try:
+            obs, _ = self.env.reset(seed=self._seed)
+        finally:
+            self._end()
         self._seed = None  # seeded once; later resets continue the RNG
         check_batch(self.env_id, self.kind, "reset", obs, self.num_envs, self.observation_space)
         return obs
@@ -79,7 +84,11 @@ class NativeVecEnv(BatchedVecEnv):
         """Step every env: obs, rewards f32, terminated, truncated, infos (numpy)."""
         actions = np.asarray(actions, self.action_space.dtype).reshape(
             self.num_envs, *space_shape(self.action_space))
-        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        self._start("step")
+        try:
+            obs, rewards, terminated, truncated, info = self.env.step(actions)
+        finally:
+            self._end()
         check_batch(self.env_id, self.kind, "step", obs, self.num_envs, self.observation_space)
         ended = terminated | truncated
         infos: list[dict] = [{} for _ in range(self.num_envs)]

@@ -1,4 +1,5 @@
 """``ShmemVecEnv``: N envs in worker processes, talking through one shared-memory buffer."""
+import atexit
 import copyreg
 import io
 import mmap
@@ -7,7 +8,9 @@ import os
 import pickle
 import signal
 import tempfile
+import time
 import traceback
+import weakref
 from collections.abc import Callable, Sequence
 from multiprocessing import forkserver, reduction
 
@@ -25,8 +28,18 @@ from a2c_ppo_acktr.envs.vec_env import (
     reset_block,
     step_block,
 )
+from a2c_ppo_acktr.envs.watch import Calling, describe_envs
 from a2c_ppo_acktr.errors import EnvError
-from a2c_ppo_acktr.utils import signals_stay_here
+from a2c_ppo_acktr.utils import die_with_parent, signals_stay_here
+
+CLOSE_S = 2.0  # how long close() waits for the workers to close their envs, all together
+_open: "weakref.WeakSet[ShmemVecEnv]" = weakref.WeakSet()
+
+
+@atexit.register  # before multiprocessing's own, which would wait forever for a stuck worker
+def _close_all() -> None:
+    for venv in list(_open):
+        venv.close()
 
 
 def _shared_layout(n, observation_space, action_space):
@@ -82,6 +95,8 @@ def _worker(conn, env_fns_blob, first_index):
     # closes us in order (a spawned worker has no forkserver's mask: see _mp_context).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal: the parent saves too
+    die_with_parent()  # the forkserver, which ends with the training process
     envs: list[gym.Env] = []
     try:
         envs = build_envs(cloudpickle.loads(env_fns_blob), first_index)
@@ -171,7 +186,7 @@ def _anonymous_file(size):
     return fd
 
 
-class ShmemVecEnv:
+class ShmemVecEnv(Calling):
     """N envs in ``num_workers`` subprocesses, each running a contiguous block of envs.
 
     Observations, actions, rewards, terminated and truncated live in one shared-memory buffer;
@@ -208,6 +223,7 @@ class ShmemVecEnv:
         finally:
             os.close(fd)
         self._views = _shared_views(self._buf, layout)
+        _open.add(self)
 
     def _recv(self, w):
         """Reply of worker ``w``; on a worker error or death, close everything and raise
@@ -238,7 +254,11 @@ class ShmemVecEnv:
 
     def reset(self) -> np.ndarray:
         """Reset all envs; returns obs (N, *obs_shape)."""
-        self._broadcast(b"r")
+        self._start("reset")
+        try:
+            self._broadcast(b"r")
+        finally:
+            self._end()
         return self._views["obs"].copy()
 
     def step(self, actions: np.ndarray) -> StepResult:
@@ -247,7 +267,12 @@ class ShmemVecEnv:
         v = self._views
         v["actions"][:] = np.asarray(actions).reshape(v["actions"].shape)
         infos: list[dict] = []
-        for block, (lo, hi) in zip(self._broadcast(b"s"), self._blocks):
+        self._start("step")
+        try:
+            replies = self._broadcast(b"s")
+        finally:
+            self._end()
+        for block, (lo, hi) in zip(replies, self._blocks):
             infos.extend(block if block is not None else [{} for _ in range(hi - lo)])
         # Copies: the workers overwrite the buffer on the next step.
         return (v["obs"].copy(), v["rewards"].copy(), v["terminated"].copy(), v["truncated"].copy(),
@@ -281,6 +306,11 @@ class ShmemVecEnv:
         if errors:
             raise ValueError(errors[0])
 
+    def describe_pending(self, thread: int) -> str:
+        """The envs of the workers that have not replied yet."""
+        return describe_envs([block for conn, block in zip(self._conns, self._blocks)
+                              if not conn.poll()])
+
     @property
     def pids(self) -> list[int]:
         """Worker process ids (for resource measurements)."""
@@ -295,10 +325,14 @@ class ShmemVecEnv:
                 conn.send_bytes(b"c")
             except OSError:
                 pass  # that worker is already gone
+        # Workers ignore SIGTERM (terminate): one that is stuck in its env is killed, so that a
+        # hung env never holds the process (and the forkserver, the resource tracker) alive.
+        deadline = time.monotonic() + CLOSE_S
         for proc in self._procs:
-            proc.join(2.0)
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in self._procs:
             if proc.is_alive():
-                proc.terminate()
-                proc.join()
+                proc.kill()
+                proc.join(5.0)
         for conn in self._conns:
             conn.close()

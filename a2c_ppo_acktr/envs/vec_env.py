@@ -27,6 +27,7 @@ from typing import Generic, NoReturn, Protocol, TypeVar, cast
 import gymnasium as gym
 import numpy as np
 
+from a2c_ppo_acktr.envs.watch import Calling, frame_of
 from a2c_ppo_acktr.errors import ConfigError, EnvError, Error
 from a2c_ppo_acktr.utils import space_shape
 
@@ -225,7 +226,7 @@ def build_envs(env_fns: Sequence[Callable[[], gym.Env]], first_index: int = 0) -
     return envs
 
 
-class DummyVecEnv:
+class DummyVecEnv(Calling):
     """Runs N envs one after the other in this process (numpy in, numpy out)."""
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
@@ -237,7 +238,11 @@ class DummyVecEnv:
     def reset(self) -> np.ndarray:
         """Reset all envs; returns obs (N, *obs_shape)."""
         obs = np.empty((self.num_envs, *space_shape(self.observation_space)), self.observation_space.dtype)
-        reset_block(self.envs, obs)
+        self._start("reset")
+        try:
+            reset_block(self.envs, obs)
+        finally:
+            self._end()
         return obs
 
     def step(self, actions: np.ndarray) -> StepResult:
@@ -249,8 +254,20 @@ class DummyVecEnv:
         rewards = np.empty(n, np.float32)
         terminated = np.empty(n, bool)
         truncated = np.empty(n, bool)
-        infos = step_block(self.envs, actions, obs, rewards, terminated, truncated)
+        self._start("step")
+        try:
+            infos = step_block(self.envs, actions, obs, rewards, terminated, truncated)
+        finally:
+            self._end()
         return obs, rewards, terminated, truncated, infos
+
+    def describe_pending(self, thread: int) -> str:
+        """The env that the block function running in ``thread`` is calling."""
+        for block in (step_block, reset_block):
+            frame = frame_of(thread, block.__code__)
+            if frame is not None and "j" in frame.f_locals:
+                return f"env {frame.f_locals['j']}"
+        return "its envs"
 
     def pause(self) -> None:
         pause_block(self.envs)

@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM as requests to stop: the training loop finishes its update, saves, exits;
 while the run starts, it is undone instead (``Interrupted``). A parent of training runs passes
 them on (``Children``)."""
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -12,7 +13,8 @@ from typing import Any
 
 from a2c_ppo_acktr.errors import program
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP: the terminal closed (ssh dropped); the run saves and stops as on SIGTERM (129).
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # The same signal again within this many seconds is the same request delivered twice: by a
 # scheduler (or Ctrl-C) to the whole group and by the parent that passes it on (``Children``).
 REPEAT_S = 1.0
@@ -40,9 +42,38 @@ def exit_on_signals(outcome: str = TRAINING) -> None:
 
 def default_signals() -> None:
     """Python's own handling back, after ``exit_on_signals``: Ctrl-C raises KeyboardInterrupt
-    (for the caller to catch), SIGTERM ends the process."""
+    (for the caller to catch), SIGTERM and SIGHUP end the process."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+# After a second signal, the most a script's process may take to clean up (None: no limit, as
+# in a process that goes on after catching the SystemExit, a test's). main.py sets it.
+HARD_EXIT_S: float | None = None
+
+
+def _say(line: str) -> None:
+    """One line on stderr, from a signal handler: never an error of its own (stderr closed)."""
+    try:
+        print(f"{program()}: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _exit_soon(status: int) -> None:
+    """Unless the process has ended within ``HARD_EXIT_S`` (its clean-up stuck on a hung env),
+    kill its child processes and end it with ``status``."""
+    limit = HARD_EXIT_S
+    if limit is None:
+        return
+
+    def hard_exit() -> None:
+        time.sleep(limit)
+        for child in multiprocessing.active_children():
+            child.kill()
+        os._exit(status)
+    threading.Thread(target=hard_exit, name="hard-exit", daemon=True).start()
 
 
 class Interrupted(Exception):
@@ -78,23 +109,28 @@ class _Handling:
 
 
 class StopRequest(_Handling):
-    """Inside it, SIGINT and SIGTERM set ``signum`` instead of ending the process
-    (KeyboardInterrupt would lose the updates since the last save, with a traceback). A second
-    signal stops at once, without saving (exit status 128 + signal), unless it is the first one
-    again within ``REPEAT_S``."""
+    """Inside it, SIGINT, SIGTERM and SIGHUP set ``signum`` instead of ending the process
+    (KeyboardInterrupt would lose the updates since the last save, with a traceback), and say so
+    at once in one line (``acknowledgement``). A second signal stops at once, without saving
+    (exit status 128 + signal), unless it is the first one again within ``REPEAT_S``; whatever
+    then hangs (an env stuck in a worker) does not keep a script past ``HARD_EXIT_S``."""
 
     def __init__(self) -> None:
         super().__init__()
         self._at = 0.0  # time.monotonic() of the request
+        self.acknowledgement = "stopping; again to stop now"  # the run says "after this update"
 
     def _handle(self, signum, frame):
         if self.signum is not None and signum == self.signum and time.monotonic() - self._at < REPEAT_S:
             return
+        name = signal.Signals(signum).name
         if self.signum is not None:
-            print(f"{program()}: {signal.Signals(signum).name} again: stopped without saving",
-                  file=sys.stderr)
+            _say(f"{name} again: stopped without saving")
+            _exit_soon(128 + signum)
             raise SystemExit(128 + signum)
         self.signum, self._at = signum, time.monotonic()
+        if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for all
+            _say(f"{name}: {self.acknowledgement}")
 
     def check(self, requested: bool | None = None) -> None:
         """Raise ``Interrupted`` if a stop was requested (``requested``: of any rank, if given)."""

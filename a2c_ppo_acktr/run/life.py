@@ -66,6 +66,7 @@ class Run:
         self.progress = ProgressLine(self.updates.stop * self.steps_per_update, enabled=self.lead)
         self.env_steps = self.start_steps = self.updates.start * self.steps_per_update
         self.start_time = time.time()
+        self.stop.acknowledgement = "stopping after this update; again to stop now"
 
     def say(self, message: str, stream: Optional[TextIO] = None) -> None:
         """``message`` on the lead's ``stream`` (stderr by default)."""

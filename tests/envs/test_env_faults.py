@@ -2,8 +2,12 @@
 env id, its index, the method and, where known, the fix; an observation outside the space is
 refused on every backend that runs a user's env."""
 import os
+import re
+import select
+import signal
 import subprocess
 import sys
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -12,6 +16,8 @@ import pytest
 import main
 import tests.fault_envs  # noqa: F401  (registers the ids)
 from a2c_ppo_acktr.envs import DummyVecEnv, NativeVecEnv, ShmemVecEnv, make_env
+from a2c_ppo_acktr.envs import watch as watch_module
+from a2c_ppo_acktr.envs.watch import EnvTimeout, watch
 from a2c_ppo_acktr.errors import EnvError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -123,3 +129,74 @@ def test_main_under_shmem_prints_one_traceback_and_one_line(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("Traceback") == 1 and proc.stderr.startswith("Traceback")
     assert "env 0 (OldApi-v0) failed in step" in proc.stderr.splitlines()[-1]
+
+
+@pytest.fixture
+def quick_watch(monkeypatch):
+    """The watch warns after 0.3 s, looks every 0.1 s; SIGALRM's handler is put back after."""
+    monkeypatch.setattr(watch_module, "WARN_AFTER_S", 0.3)
+    monkeypatch.setattr(watch_module, "POLL_S", 0.1)
+    previous = signal.getsignal(signal.SIGALRM)
+    yield
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("backend", [DummyVecEnv, pytest.param(
+    lambda f: ShmemVecEnv(f, num_workers=2), marks=pytest.mark.slow, id="shmem")],
+    ids=["dummy", "shmem"])
+def test_a_hung_step_is_said_then_stopped_by_the_timeout(quick_watch, capsys, backend):
+    venv = backend(fns("Hangs-v0"))
+    watch(venv, "tests.fault_envs:Hangs-v0", timeout=1.5)
+    venv.reset()
+    started = time.monotonic()
+    with pytest.raises(EnvTimeout, match=r"^(env 0|envs 0, 1) of tests.fault_envs:Hangs-v0: step did "
+                                         r"not return within --env-timeout 1.5 s$"):
+        for _ in range(5):
+            venv.step(np.zeros(2, np.int64))
+    venv.close()  # a worker stuck in its env is killed
+    assert time.monotonic() - started < 1.5 + 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(
+        r": warning: (env 0|envs 0, 1) of tests.fault_envs:Hangs-v0: step has not returned for \\d+ s; "
+        r"Ctrl-C stops the run \(--env-timeout stops it at 1.5 s\)\n$", err), err
+
+
+@pytest.mark.slow
+def test_a_hung_run_acknowledges_ctrl_c_and_a_second_one_ends_it_with_its_workers(tmp_path):
+    argv = ["--algo", "a2c", "--env-name", "tests.fault_envs:Hangs-v0", "--env-kwargs", "at=20",
+            "--num-processes", "2", "--num-steps", "4", "--num-env-steps", "6400", "--vec-env",
+            "shmem", "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
+    proc = subprocess.Popen([sys.executable, "main.py", *argv], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    progress = tmp_path / "logs" / "a2c" / "Hangs-v0_seed1" / "progress.csv"
+    deadline = time.monotonic() + 120
+    while not progress.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # past update 4: both envs hang in their 20th step
+    proc.send_signal(signal.SIGINT)
+    assert select.select([proc.stderr], [], [], 2.0)[0], "the first Ctrl-C was not acknowledged"
+    assert proc.stderr.readline() == "main.py: SIGINT: stopping after this update; again to stop now\n"
+    time.sleep(1.2)  # not the same request again (interrupt.REPEAT_S)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    assert proc.wait(timeout=10) == 130
+    assert time.monotonic() - started < 10
+    assert proc.stderr.read() == "main.py: SIGINT again: stopped without saving\n"
+    deadline = time.monotonic() + 5  # workers, forkserver, resource tracker: none left running
+    while running(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(proc.pid)
+
+
+def running(pgid):
+    """The processes of group ``pgid`` that are not zombies (Linux: /proc)."""
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(pid))
+    return alive

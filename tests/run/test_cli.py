@@ -310,10 +310,12 @@ def group_alive(pgid):
 
 
 def assert_saved(err, min_steps):
-    """``err`` is the one line of a run that saved on a signal; its checkpoint holds its steps."""
-    one_error_line(err, "; --resume to continue")
+    """``err`` is the two lines of a run that saved on a signal (the signal acknowledged at once,
+    then what was saved); its checkpoint holds its steps."""
+    assert len(err.strip().splitlines()) == 2 and "Traceback" not in err, err
     steps, path = re.fullmatch(
-        r"interrupted at ([\d,]+) steps; saved (\S+); --resume to continue\n", err).groups()
+        r"main\.py: SIG(INT|TERM|HUP): stopping after this update; again to stop now\n"
+        r"interrupted at ([\d,]+) steps; saved (\S+); --resume to continue\n", err).groups()[1:]
     ckpt = torch.load(path, weights_only=True)
     assert ckpt["env_steps"] == int(steps.replace(",", "")) >= min_steps
     assert not [f for f in os.listdir(os.path.dirname(path)) if ".tmp-" in f]
@@ -388,8 +390,9 @@ def test_signal_while_building_undoes_the_run_in_one_line(tmp_path, capsys, monk
 
     monkeypatch.setattr(main, "build_collector", build_then_sigterm)
     assert main.main(TINY + ["--vec-env", "shmem"] + dirs(tmp_path)) == 143
-    one_error_line(capsys.readouterr().err,
-                   ": SIGTERM while starting: stopped before training, nothing saved")
+    ack, line = capsys.readouterr().err.splitlines()
+    assert ack.endswith(": SIGTERM: stopping; again to stop now")
+    assert line.endswith(": SIGTERM while starting: stopped before training, nothing saved")
     assert os.listdir(tmp_path) == [] and get_vec_normalize(built[0].envs).venv.closed
 
 

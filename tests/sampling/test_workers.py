@@ -215,8 +215,9 @@ def test_interrupt_saves_and_closes_the_workers(tmp_path, capsys, monkeypatch):
                    "--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "models")]
     assert main.main(argv) == 130
     path = files(argv)[1]
-    assert capsys.readouterr().err == (f"interrupted at 96 steps; saved {path}; --resume to "
-                                       "continue\n")
+    assert capsys.readouterr().err.endswith(
+        ": SIGINT: stopping after this update; again to stop now\n"
+        f"interrupted at 96 steps; saved {path}; --resume to continue\n")
     assert load_checkpoint(path)["env_steps"] == 96 and closed == [None]
 
 
