@@ -157,7 +157,7 @@ def test_a_hung_step_is_said_then_stopped_by_the_timeout(quick_watch, capsys, ba
     assert time.monotonic() - started < 1.5 + 5
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and re.search(
-        r": warning: (env 0|envs 0, 1) of tests.fault_envs:Hangs-v0: step has not returned for \\d+ s; "
+        r": warning: (env 0|envs 0, 1) of tests.fault_envs:Hangs-v0: step has not returned for \d+ s; "
         r"Ctrl-C stops the run \(--env-timeout stops it at 1.5 s\)\n$", err), err
 
 
