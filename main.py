@@ -16,6 +16,7 @@ if __name__ == "__main__":  # a signal during the imports (seconds) ends the pro
     from a2c_ppo_acktr.run.interrupt import exit_on_signals
     exit_on_signals()
 
+import contextlib
 import functools
 
 import numpy as np
@@ -38,7 +39,7 @@ from a2c_ppo_acktr.run.config import write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.life import Run, open_logs
 from a2c_ppo_acktr.run.resume import resume_exactly
-from a2c_ppo_acktr.run.rundir import abandon, check_run, left_behind, make_run_dirs
+from a2c_ppo_acktr.run.rundir import RunLocks, abandon, check_run, left_behind, make_run_dirs
 from a2c_ppo_acktr.run.tracking import start_tracking
 from a2c_ppo_acktr.sampling.ddp import DDP
 from a2c_ppo_acktr.speed import keep_freed_memory
@@ -51,7 +52,9 @@ class NothingLeft(Exception):
 def main(argv: list[str] | None = None) -> int:
     cfg = get_config(argv)
     keep_freed_memory()  # each update would otherwise fault its tensors' pages in afresh
-    with StopRequest() as stop:  # Ctrl-C / SIGTERM: finish the update, save, exit 130 / 143
+    # Ctrl-C / SIGTERM / SIGHUP: finish the update, save, exit 130 / 143 / 129; the run's lock
+    # (rundir.py) is held until main returns
+    with StopRequest() as stop, contextlib.closing(RunLocks()):
         try:
             run = start(cfg, stop)
         except Error as e:  # bad input found while building: one line, nothing left on disk

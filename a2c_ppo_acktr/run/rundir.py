@@ -1,6 +1,8 @@
 """A run's directories (``checkpoint.run_paths``): checked before anything is created, created
-once the inputs are valid, and removed again when the run fails to start."""
+once the inputs are valid, and removed again when the run fails to start; and the run's lock,
+held by the one process that trains it."""
 import csv
+import fcntl
 import glob
 import os
 
@@ -14,6 +16,46 @@ from a2c_ppo_acktr.utils import env_file_name, remove_stale_temporaries
 RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", "config.json",
              os.path.join("tb", "events.out.*"), os.path.join("videos", "*.mp4"),
              os.path.join("eval", "*.monitor.csv"), os.path.join("eval", "eval.csv"))
+
+
+# In the log directory: held (flock) by the process training the run, for as long as it lives:
+# the OS releases it when the process ends, however it ends. It holds that process's pid.
+LOCK_FILE = "run.lock"
+_locks: dict[str, int] = {}  # log dir -> the descriptor of its lock, held by this process
+
+
+def _lock(log_dir: str, create: bool) -> None:
+    """Hold ``log_dir``'s lock (made with ``create``; without it, only if the file exists);
+    ``ConfigError`` naming the process that holds it."""
+    key = os.path.realpath(log_dir)
+    if key in _locks:
+        return
+    path = os.path.join(log_dir, LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    except FileNotFoundError:
+        return  # no lock: no process trains the run
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise ConfigError(f"{log_dir} is being trained by process {holder} (it holds {path}): a "
+                          "second start, --resume or --overwrite of it waits until that process "
+                          "has ended (another --seed starts a run beside it)") from None
+    _locks[key] = fd
+    if create:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+
+class RunLocks:
+    """``close()`` releases the run locks this process holds (``main.main`` returns: a test may
+    start the run again in the same process)."""
+
+    def close(self) -> None:
+        while _locks:
+            os.close(_locks.popitem()[1])
 
 
 def _check_dir(path: str, flag: str) -> None:
@@ -48,6 +90,7 @@ def check_run(cfg: RunConfig, paths: RunPaths) -> None:
     _check_dir(paths.log_dir, "--log-dir")
     if paths.checkpoint is not None:
         _check_dir(os.path.dirname(paths.checkpoint), "--save-dir")
+    _lock(paths.log_dir, create=False)  # held from here if the run has a lock file: one writer
     saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
     logged = bool(_history_files(paths) or glob.glob(
         os.path.join(glob.escape(paths.log_dir), "*.monitor.csv")))
@@ -136,6 +179,12 @@ def make_run_dirs(cfg: RunConfig, paths: RunPaths, resumed: dict | None) -> list
             abandon(paths, created, resumed=True)
             raise ConfigError(f"cannot create {directory}: {e.strerror or e}") from None
         created.extend(reversed(new))
+        if directory == paths.log_dir:
+            try:
+                _lock(paths.log_dir, create=True)  # before a file of the run is changed
+            except ConfigError:  # another start of the same run came first
+                abandon(paths, created, resumed=True)
+                raise
     if not resumed:
         for f in _run_files(paths.log_dir) + _history_files(paths):
             os.remove(f)
@@ -154,6 +203,8 @@ def abandon(paths: RunPaths, created: list, resumed: bool) -> None:
     if not resumed:
         for f in _run_files(paths.log_dir):
             os.remove(f)
+    if os.path.realpath(paths.log_dir) in _locks and paths.log_dir in created:
+        os.remove(os.path.join(paths.log_dir, LOCK_FILE))  # the directory made for it goes too
     for directory in [os.path.join(paths.log_dir, d) for d in ("tb", "videos")] + created[::-1]:
         try:
             os.rmdir(directory)
