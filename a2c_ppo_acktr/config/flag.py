@@ -2,10 +2,12 @@
 ``run/arguments.py`` builds the parser, ``run/checks.py`` checks the values, ``run/config.py``
 takes the resume rules and ``run/flag_table.py`` writes docs/details.md's table::
 
-    clip_param: float = flag(0.2, "PPO clip parameter (default: 0.2)", takes=POSITIVE,
-                             algos=PPO, at=17)
+    kl_coef: float = flag(0.0, "PPO: KL penalty coefficient (default: 0)", takes=NON_NEGATIVE,
+                          algos=PPO)
 
-The flag is ``--clip-param`` (the field's name), its type the field's (``int``: ``count``).
+is ``--kl-coef`` (the field's name, its config.json key too), its type the field's (``int``:
+``count``, which takes ``10e6``), listed last in --help (``at``: a place in it) and refused out of
+range in one line; ``AlgoConfig``'s fields reach the agent's ``__init__`` by name.
 """
 import argparse
 import importlib

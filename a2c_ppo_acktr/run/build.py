@@ -44,12 +44,19 @@ AGENTS: dict[str, Callable[..., algo.Agent]] = {"a2c": algo.A2C_ACKTR, "ppo": al
 
 
 def agent_settings(cfg: AlgoConfig, agent: Callable[..., algo.Agent]) -> dict:
-    """The fields (and properties) of ``cfg`` that ``agent.__init__`` takes, by their names: a
-    flag declared in ``AlgoConfig`` and taken by the agent's ``__init__`` under its name reaches
-    it without this module naming it."""
-    taken = inspect.signature(agent).parameters
-    return {name: getattr(cfg, name) for name in taken
-            if name not in ("actor_critic", "generator") and hasattr(cfg, name)}
+    """The fields (and properties) of ``cfg`` that ``agent.__init__`` takes, by their names (and
+    its bases' where it passes ``**kwargs`` on): a flag declared in ``AlgoConfig`` and taken by
+    the agent's ``__init__`` under its name reaches it without this module naming it."""
+    taken: set[str] = set()
+    for cls in inspect.getmro(agent) if isinstance(agent, type) else ():
+        if "__init__" not in vars(cls):
+            continue
+        parameters = inspect.signature(vars(cls)["__init__"]).parameters.values()
+        taken |= {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return {name: getattr(cfg, name) for name in sorted(taken - {"self", "actor_critic", "generator"})
+            if hasattr(cfg, name)}
 
 
 def make_agent(cfg: AlgoConfig, actor_critic: Policy,

@@ -220,7 +220,8 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
     argv = sys.argv[1:] if argv is None else list(argv)
     defaults = defaults_of(parser)
     declared = {spec.dest: spec.default for spec in declarations()}
-    checks.check_values({d: v for d, v in defaults.items() if v != declared.get(d)})  # a caller's
+    if changed := {d: v for d, v in defaults.items() if v != declared.get(d)}:  # a caller's
+        checks.check_values(changed)
     given = given_flags(parser, argv)
     checks.check_values(given)  # the command line's own, before it is read below
     notes, checkpoint, saved, source, recipe_note, config_note = [], None, None, None, None, None
