@@ -34,7 +34,8 @@ def build_parser() -> Parser:
     for spec in declarations():
         if spec.group is not None and spec.group not in groups:
             groups[spec.group] = p.add_argument_group(spec.group)
-        kwargs: dict[str, Any] = {"dest": spec.dest, "default": spec.default, "help": spec.text()}
+        default = list(spec.default) if isinstance(spec.default, list) else spec.default  # a copy
+        kwargs: dict[str, Any] = {"dest": spec.dest, "default": default, "help": spec.text()}
         if spec.switch:
             kwargs["action"] = "store_true"
         else:
