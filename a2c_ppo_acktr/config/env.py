@@ -66,6 +66,12 @@ class EnvConfig:
         "(values: numbers, True/False, None, or text); saved in the checkpoint, so evaluation and "
         "enjoy.py build the same env", nargs="+", metavar="KEY=VALUE", to_field=env_pairs, at=35)
 
+    env_timeout: Optional[float] = flag(
+        None, "stop the run in one line, keeping its last checkpoint, when a step or reset of its "
+        "envs has not returned for SECONDS (a hung env; not with --num-workers); without it, one "
+        "line says so after 60 s (default: none)", takes=POSITIVE, metavar="SECONDS", at=68,
+        may_change="how long a hung env is waited for")
+
     @property
     def kwargs(self) -> dict[str, Any]:
         """``--env-kwargs`` as ``gym.make``'s keywords (a fresh dict)."""

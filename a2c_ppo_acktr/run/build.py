@@ -144,7 +144,8 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
                                  vec_env=env.vec_env, monitor_append=bool(resumed),
                                  env_kwargs=env.kwargs, first_rank=rank * env.num_processes,
                                  video_prefix=video_prefix(paths, env_steps)
-                                 if cfg.run.capture_video else None)
+                                 if cfg.run.capture_video else None,
+                                 env_timeout=env.env_timeout)
     except (ValueError, ImportError) as e:  # unknown env id (with suggestions), bad env kwargs,
         raise ConfigError(str(e)) from None  # unsupported observations, no Ray, ...
     try:

@@ -200,3 +200,15 @@ def running(pgid):
         if int(fields[2]) == pgid and fields[0] != "Z":
             alive.append(int(pid))
     return alive
+
+
+def test_env_timeout_stops_a_hung_run_in_one_line_keeping_its_checkpoint(tmp_path, capsys,
+                                                                         quick_watch):
+    argv = ["--algo", "a2c", "--env-name", "tests.fault_envs:Hangs-v0", "--env-kwargs", "at=20",
+            "--num-processes", "2", "--num-steps", "4", "--num-env-steps", "6400", "--vec-env",
+            "dummy", "--env-timeout", "1", "--log-dir", str(tmp_path / "logs"), "--save-dir",
+            str(tmp_path / "models")]
+    assert main.main(argv) == 1
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert ": error: env 0 of tests.fault_envs:Hangs-v0: step did not return within " \
+           "--env-timeout 1 s; stopped, keeping the last saved checkpoint" in last, last
