@@ -209,4 +209,6 @@ if __name__ == "__main__":
     gc.enable()
     from a2c_ppo_acktr.run import interrupt
     interrupt.HARD_EXIT_S = 8.0  # a second Ctrl-C ends the process within 10 s, stuck envs or not
+    interrupt.outlive_readers("stdout closed: the run goes on, saving as before; its reports are "
+                              "in progress.csv")
     sys.exit(main())

@@ -97,17 +97,17 @@ def remove_stale_temporaries(path: str) -> list:
     return stale
 
 
-def die_with_parent() -> None:
-    """This process gets SIGKILL when its parent ends, however the parent ends (SIGKILL too), so
-    that no helper process outlives what it helps (Linux; elsewhere nothing changes). Called in
-    the child: first thing in a worker, or as a ``Popen`` ``preexec_fn``."""
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """This process gets ``signum`` when its parent ends, however the parent ends (SIGKILL too),
+    so that no helper process outlives what it helps (Linux; elsewhere nothing changes). Called
+    first thing in the child (a worker, a run that ``interrupt.Children`` started)."""
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         parent = os.getppid()
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        libc.prctl(1, signum, 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the parent ended before that took effect
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signum)
     except (OSError, AttributeError):
         pass
 

@@ -328,4 +328,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # before or after the runs (during them, CHILDREN stops them)
+        print("benchmark.py: interrupted", file=sys.stderr)
+        sys.exit(130)

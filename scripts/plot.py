@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.run and not args.history:
         parser.error("give at least one --run or --history")
+    written: list[str] = []
     try:
         groups = collect(args.run)
         histories = []
@@ -186,7 +187,6 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as e:
                 raise LogError(str(e)) from None
 
-        written = []
         if args.out_dir:
             for env_id, by_label in groups.items():
                 curves = [(lbl, len(runs), agg(runs)) for lbl, runs in by_label.items()]
@@ -210,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     except (LogError, CheckpointError) as e:
         print(f"plot.py: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C, e.g. while --history plays its checkpoints
+        print("plot.py: interrupted: " + (f"wrote {', '.join(written)} only" if written
+                                          else "nothing written"), file=sys.stderr)
+        return 130
     for path in written:
         print(path)
     return 0

@@ -209,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         out, info = export_policy(args.checkpoint, args.out, args.format)
     except Error as e:
         fail(str(e), prog=PROG)
+    except KeyboardInterrupt:  # Ctrl-C: the atomic write left nothing behind
+        print(f"{PROG}: interrupted: nothing written", file=sys.stderr)
+        return 130
     if args.format == "pt2":
         print(f"wrote {out}; policy = torch.export.load(path).module(), then {info['call']}")
     else:

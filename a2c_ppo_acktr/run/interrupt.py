@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM as requests to stop: the training loop finishes its update, saves, exits;
 while the run starts, it is undone instead (``Interrupted``). A parent of training runs passes
 them on (``Children``)."""
+import errno
 import multiprocessing
 import os
 import signal
@@ -9,9 +10,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 from a2c_ppo_acktr.errors import program
+from a2c_ppo_acktr.utils import die_with_parent
 
 # SIGHUP: the terminal closed (ssh dropped); the run saves and stops as on SIGTERM (129).
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -20,7 +22,10 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 REPEAT_S = 1.0
 
 
-TRAINING = "stopped before training, nothing saved"  # what a signal while main.py starts leaves
+TRAINING = "stopped before training, nothing saved"
+# Set by ``Children`` for the processes it starts: its pid. Such a process (main.py) is sent
+# SIGTERM when its parent ends, however the parent ends (SIGKILL too): no run outlives it.
+PARENT = "A2C_PPO_ACKTR_PARENT_PID"  # what a signal while main.py starts leaves
 
 
 def while_starting(signum: int, outcome: str = TRAINING) -> str:
@@ -37,6 +42,8 @@ def exit_on_signals(outcome: str = TRAINING) -> None:
         os._exit(128 + signum)  # no traceback from whichever import was running
     for s in SIGNALS:
         signal.signal(s, stop)
+    if os.environ.get(PARENT) == str(os.getppid()):  # a run of Children: it ends with its parent
+        die_with_parent(signal.SIGTERM)  # SIGTERM: it saves, as on a signal its parent passed on
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
@@ -74,6 +81,49 @@ def _exit_soon(status: int) -> None:
             child.kill()
         os._exit(status)
     threading.Thread(target=hard_exit, name="hard-exit", daemon=True).start()
+
+
+class _Outliving:
+    """A text stream (stdout, stderr) whose reader may go away: the first write or flush that
+    fails because it has (a closed pipe, ``main.py ... | head``; a closed terminal, EIO) points
+    the stream's descriptor at /dev/null and says ``note`` (if any) on stderr; the process goes
+    on, its output discarded. Everything else is the stream's own."""
+
+    def __init__(self, stream: Any, note: Optional[str]) -> None:
+        self._stream, self._note = stream, note
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as e:
+            self._gone(e)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as e:
+            self._gone(e)
+
+    def _gone(self, error: OSError) -> None:
+        if error.errno not in (errno.EPIPE, errno.EIO):
+            raise error
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())  # what the stream still holds goes there too
+        os.close(null)
+        if self._note:
+            _say(self._note)
+            self._note = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def outlive_readers(stdout_note: str) -> None:
+    """stdout and stderr as ``_Outliving`` streams: a reader that goes away never ends the
+    process with a traceback; ``stdout_note`` says what then happens, once."""
+    sys.stderr = _Outliving(sys.stderr, None)
+    sys.stdout = _Outliving(sys.stdout, stdout_note)
 
 
 class Interrupted(Exception):
@@ -169,7 +219,8 @@ class Children(_Handling):
         with self._lock:
             if self.signum is not None:
                 return None
-            proc = subprocess.Popen(argv, **popen_kwargs)
+            env = {**(popen_kwargs.pop("env", None) or os.environ), PARENT: str(os.getpid())}
+            proc = subprocess.Popen(argv, env=env, **popen_kwargs)
             self._running.add(proc)
         if self.signum is not None:  # came while it started, maybe before the set held it
             proc.send_signal(self.signum)

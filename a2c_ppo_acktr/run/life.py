@@ -88,14 +88,16 @@ class Run:
         stopping = self.stop_requested()
         if (status := self.save(update, last, stopping)) is not None:
             return status
+        # A stopped run's last update is logged as a finished run's is (its rows written, the
+        # evaluations under way waited for): a resumed run's logs then have no gap.
+        returns = list(self.collector.episode_returns)
+        self.log(update, last or stopping, returns, losses, reward_stats)
+        self.evaluate(update, last or stopping, due=len(returns) > 1)
         if stopping:
             self.say(f"interrupted at {self.env_steps:,} steps; " + (
                 f"saved {self.paths.checkpoint}; --resume to continue" if self.paths.checkpoint
                 else "nothing saved (--save-dir is empty)"))
             return self.stop.exit_status
-        returns = list(self.collector.episode_returns)
-        self.log(update, last, returns, losses, reward_stats)
-        self.evaluate(update, last, due=len(returns) > 1)
         return None
 
     def check_losses(self, update: int, losses: tuple[float, float, float]) -> Optional[int]:

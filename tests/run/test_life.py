@@ -94,3 +94,17 @@ def test_evaluations_are_asked_every_update_but_started_by_the_lead_when_due(tmp
     other, _, _ = make_run(tmp_path, updates=range(1), eval_interval=1, lead=False)
     other.after_update(0, LOSSES, {})
     assert other.evaluator.calls == [(None, 0, 8, True)]
+
+
+def test_a_stop_writes_its_updates_rows_before_it_ends(tmp_path, capsys):
+    """Issue #72: a stop during update 3 (not a logging one) or 4 (one) logs that update's row
+    and waits for the evaluations under way, then saves and ends: a resumed run has no gap."""
+    for stopped in (3, 4):
+        run, states, logger = make_run(tmp_path, updates=range(2, 10), eval_interval=2)
+        run.stop.signum = signal.SIGTERM
+        assert run.after_update(stopped, LOSSES, {}) == 128 + signal.SIGTERM
+        steps = (stopped + 1) * 8
+        assert states == [(steps, {"ob_rms": 1}, None)] and logger.rows == [(stopped, steps)]
+        assert run.evaluator.calls[-1][1:] == (stopped, steps, True)  # waited for
+        assert capsys.readouterr().err.endswith(f"interrupted at {steps} steps; saved "
+                                                f"{tmp_path}/a.pt; --resume to continue\n")
