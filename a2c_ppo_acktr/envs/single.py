@@ -292,8 +292,9 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
             # Inside EpisodicLife, so the CSV holds whole games with raw (unclipped) rewards.
             filename = os.path.join(log_dir, str(rank))
             t_start = monitor_t_start(filename + ".monitor.csv") if monitor_append else None
+            # A new file (one that is gone too, at --resume) starts with its header.
             env = Monitor(env, filename, allow_early_resets=allow_early_resets,
-                          override_existing=not monitor_append)
+                          override_existing=t_start is None)
             if t_start is not None:
                 env.t_start = t_start  # appended rows continue the file's clock
         if atari:

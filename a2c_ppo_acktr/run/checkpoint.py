@@ -17,6 +17,7 @@ import glob
 import os
 import time
 import warnings
+import zipfile
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional
 
@@ -70,10 +71,37 @@ def history(directory: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def verify_checkpoint(path: str) -> None:
+    """``CheckpointError`` if the file at ``path`` is a damaged zip (torch's format): an entry
+    whose bytes no longer match the CRC-32 torch stored when it wrote them, or a broken
+    directory; or if it is an exported policy (``run/export.py``'s .pt2), not a checkpoint.
+    Files that are no zip at all are left to ``torch.load``."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            if any(name.endswith("/archive_format") for name in z.namelist()):
+                raise CheckpointError(f"{path} is an exported policy (torch.export.load reads "
+                                      "it), not a checkpoint of main.py: give the .pt it was "
+                                      "exported from")
+            bad = z.testzip()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as e:
+        with open(path, "rb") as f:
+            if f.read(4) != b"PK\x03\x04":  # not a zip: torch.load says what it is
+                return
+        raise CheckpointError(f"checkpoint {path} is damaged: its zip structure is broken ({e})") from None
+    if bad is not None:
+        raise CheckpointError(f"checkpoint {path} is damaged: its part {bad} does not match the "
+                              "checksum saved with it (the file changed after it was written)")
+
+
 def load_checkpoint(path: str, map_location: str = "cpu") -> dict:
-    """Read a checkpoint written by ``save_checkpoint``; never unpickles code."""
+    """Read a checkpoint written by ``save_checkpoint``, verified first (``verify_checkpoint``);
+    never unpickles code."""
     if not os.path.isfile(path):
         raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        verify_checkpoint(path)
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {path}: {e.strerror or e}") from None
     try:
         with warnings.catch_warnings():  # e.g. on a raw pickle, before the error below says it
             warnings.simplefilter("ignore")

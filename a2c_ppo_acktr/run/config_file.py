@@ -6,11 +6,27 @@ import argparse
 import difflib
 import json
 import os
+import stat
 from typing import Any
 
 from a2c_ppo_acktr.errors import ConfigError
 
 CONFIG_FILE = "config.json"
+MAX_BYTES = 1 << 20  # a run's config.json is a few KB
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object as a dict, refusing a key given twice (``json`` would keep the last)."""
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(key)
+        obj[key] = value
+    return obj
 
 
 def read_flags(path: str, flag: str) -> dict:
@@ -20,10 +36,21 @@ def read_flags(path: str, flag: str) -> dict:
         raise ConfigError(f"{flag} is empty: give a config.json or the log directory of a run")
     file = os.path.join(path, CONFIG_FILE) if os.path.isdir(path) else path
     try:
-        with open(file) as f:
-            data = json.load(f)
+        info = os.stat(file)
+        if not stat.S_ISREG(info.st_mode):  # /dev/zero, a pipe: never read to the end
+            raise ConfigError(f"{flag}: {file} is not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise ConfigError(f"{flag}: {file} holds {info.st_size:,} bytes; a file of flags "
+                              f"holds at most {MAX_BYTES:,}")
+        with open(file, encoding="utf-8") as f:
+            data = json.loads(f.read(MAX_BYTES + 1), object_pairs_hook=_unique_keys)
+    except ConfigError:
+        raise
     except FileNotFoundError:
         raise ConfigError(f"{flag}: no file {file}") from None
+    except _DuplicateKey as e:
+        raise ConfigError(f"{flag}: {file} gives {e.args[0]!r} twice; JSON keeps only the last, "
+                          "so say which one you mean") from None
     except ValueError as e:  # JSONDecodeError, or bytes that are not text
         raise ConfigError(f"{flag}: {file} is not JSON: {e}") from None
     except OSError as e:

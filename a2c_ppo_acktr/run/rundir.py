@@ -8,7 +8,7 @@ import os
 
 from a2c_ppo_acktr.config import RunConfig
 from a2c_ppo_acktr.envs.episodes import monitor_t_start
-from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run.checkpoint import RunPaths, history, history_path
 from a2c_ppo_acktr.utils import env_file_name, remove_stale_temporaries
 
@@ -97,6 +97,7 @@ def check_run(cfg: RunConfig, paths: RunPaths) -> None:
     if cfg.resume:
         if paths.checkpoint is None:
             raise ConfigError("--resume: this run saves no checkpoint (--save-dir is empty)")
+        check_logs(paths.log_dir)
         if not saved:
             old = os.path.join(os.path.dirname(paths.checkpoint or ""),
                                env_file_name(cfg.env_name) + ".pt")
@@ -112,6 +113,39 @@ def check_run(cfg: RunConfig, paths: RunPaths) -> None:
         raise ConfigError(f"{paths.checkpoint if saved else paths.log_dir} already holds a run "
                           f"of --algo {cfg.algo} on {cfg.env_name} with --seed {cfg.seed}; "
                           f"{what} (another --seed starts a run beside it)")
+
+
+def _damaged(path: str) -> str | None:
+    """Why the log file at ``path`` (a monitor file, progress.csv, eval.csv) cannot be continued
+    by a resumed run, or None. An empty file can (it is started again)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except UnicodeDecodeError:
+        return "it is not text"
+    except OSError as e:
+        return f"it cannot be read: {e.strerror or e}"
+    if not lines:
+        return None
+    try:
+        rows = list(csv.reader(lines[1:] if path.endswith(".monitor.csv") else lines))
+    except csv.Error as e:
+        return f"it is not a CSV table: {e}"
+    if path.endswith(".monitor.csv"):
+        if monitor_t_start(path) is None or not rows or rows[0][:3] != ["r", "l", "t"]:
+            return "it lacks the monitor header (a JSON line, then r,l,t)"
+    elif "timesteps" not in rows[0]:
+        return "its first line is no header naming timesteps"
+    return None
+
+
+def check_logs(log_dir: str) -> None:
+    """``LogError`` naming the first of a run's log files that a resumed run cannot continue
+    (``_damaged``), before any of them is changed."""
+    for path in sorted(_run_files(log_dir)):
+        if path.endswith(".csv") and (why := _damaged(path)) is not None:
+            raise LogError(f"--resume: {path} is damaged: {why}; move it away to resume without "
+                           "its rows, or --overwrite to start the run again")
 
 
 def _rewrite_kept(path: str, head: int, keep) -> int:

@@ -8,10 +8,10 @@ import subprocess
 import sys
 import time
 
+import plot
 import pytest
 
 import main
-import plot
 from a2c_ppo_acktr.algo import A2C_ACKTR
 from a2c_ppo_acktr.run import export
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint
