@@ -126,8 +126,8 @@ def test_a_changed_flag_is_refused_in_one_line_and_nothing_changes(run, tmp_path
     err = one_error_line(capsys, resume + ["--gamma", "0.9"],
                          f"--resume: --gamma 0.9 differs from the run's saved 0.98 ({run.checkpoint})")
     # the flags a resume may change, in --help's order (their declarations')
-    assert re.search(r"may change only --cuda-deterministic, .*--num-env-steps, .*--wandb-entity, --env-timeout$",
-                     err.strip()), err
+    assert re.search(r"may change only --cuda-deterministic, .*--num-env-steps, .*--wandb-entity, "
+                     r"--env-timeout$", err.strip()), err
     one_error_line(capsys, ["--entropy-coef", "0.05"] + resume, "--entropy-coef 0.05 differs")
     one_error_line(capsys, resume + ["--recipe", "original"], "--recipe 'original' differs")
     assert files(tmp_path) == before
