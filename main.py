@@ -13,6 +13,19 @@ if __name__ == "__main__":  # a signal during the imports (seconds) ends the pro
     gc.disable()  # until the imports' objects are frozen, at the end of this file
     import signal  # held from here, as importing the package imports gymnasium, until handled
     signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+
+    def out_of_memory_in_one_line(kind, error, tb, default=sys.excepthook):
+        """A memory limit (ulimit -v) below what torch's libraries need: one line, not the
+        import's traceback."""
+        text = str(error)
+        if isinstance(error, MemoryError) or isinstance(error, OSError | ImportError) and (
+                "failed to map segment" in text or "Cannot allocate memory" in text):
+            print(f"main.py: error: out of memory ({type(error).__name__}: {text or 'no memory'})"
+                  "; this process may not use what it needs: raise its limit (ulimit -v)",
+                  file=sys.stderr)
+        else:
+            default(kind, error, tb)
+    sys.excepthook = out_of_memory_in_one_line
     from a2c_ppo_acktr.run.interrupt import exit_on_signals
     exit_on_signals()
 
@@ -72,12 +85,20 @@ def main(argv: list[str] | None = None) -> int:
             fail(f"cannot allocate {size} to build the run: the network (--hidden-size) or the "
                  "rollout storage (--num-processes * --num-steps) is larger than this machine's "
                  "memory")
+        except OSError as e:  # too many open files (ulimit -n), a full disk: one line
+            if (what := failure_line(e)) is None:
+                raise
+            fail(what)
         status = None
         try:
             status = train(cfg, run)
             return status
-        except (Error, OSError) as e:  # e.g. a log that cannot be written: one line
-            if (what := failure_line(e)) is None:
+        except (Error, OSError, MemoryError, RuntimeError) as e:  # e.g. a log that cannot be
+            # written, a memory limit met by the optimizer's first state: one line
+            what = failure_line(e)
+            if what is None and (size := allocation_failure(e)) is not None:
+                what = f"cannot allocate {size} (this machine's memory, or ulimit -v)"
+            if what is None:
                 raise
             print_details(e)
             if run.lead:
@@ -163,7 +184,7 @@ def start(cfg: Config, stop: StopRequest) -> Run:
             print(note, flush=True)
         if inexact:
             warn(f"--resume continues approximately, from new episodes: {inexact}")
-        print(f"run files: logs {paths.log_dir}/, checkpoint "
+        print(f"run files: log directory {paths.log_dir}/, checkpoint "
               f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
         total = updates.stop * steps_per_update
         print(f"training {total:,} steps: {updates.stop:,} updates of {steps_per_update:,}"

@@ -77,10 +77,15 @@ STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EI
 
 
 def failure_line(error: BaseException) -> str | None:
-    """One line for an ``Error`` or a disk's OSError (``STORAGE_ERRNOS``) that stops a run; None
-    for any other error, to be traced back."""
+    """One line for an ``Error``, a disk's OSError (``STORAGE_ERRNOS``) or one of too many open
+    files that stops a run; None for any other error, to be traced back."""
     if isinstance(error, Error):
         return str(error)
+    if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return (f"too many open files ({error.strerror}; this process may open {soft:,}, "
+                "ulimit -n): raise the limit, or run fewer envs (--num-processes)")
     if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
         return f"{error.filename}: {error.strerror}" if error.filename else str(error)
     return None

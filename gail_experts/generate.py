@@ -35,6 +35,7 @@ from a2c_ppo_acktr.run.checkpoint import build_policy
 from a2c_ppo_acktr.run.checks import PLAYBACK_NUMBERS, check_numbers, check_paths
 from a2c_ppo_acktr.run.interrupt import default_signals
 from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
+from a2c_ppo_acktr.run.rundir import check_dir
 
 PROG = "generate.py"
 
@@ -55,6 +56,7 @@ def get_args(argv=None):
     try:
         check_numbers(args, PLAYBACK_NUMBERS)
         check_paths(args, ["load_dir", "out_dir"])
+        check_dir(args.out_dir, "--out-dir")  # before the episodes are played, not after
     except Error as e:
         _fail(str(e))
     return args

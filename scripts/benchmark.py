@@ -51,6 +51,7 @@ from a2c_ppo_acktr.run.checks import BENCHMARK_NUMBERS, check_numbers, check_pat
 from a2c_ppo_acktr.run.config import given_flags
 from a2c_ppo_acktr.run.history import evaluate_checkpoint
 from a2c_ppo_acktr.run.interrupt import Children
+from a2c_ppo_acktr.run.rundir import check_dir
 from curves import aggregate, elapsed, env_filename, format_reached, plot_curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -298,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_numbers(args, BENCHMARK_NUMBERS)
         check_paths(args, ["out"])
+        check_dir(args.out, "--out")
     except ConfigError as e:
         p.error(str(e))
     steps = args.num_env_steps or recipes.BUDGETS[args.suite]

@@ -160,3 +160,11 @@ def steps_to(rows: list[dict], threshold: float) -> int | None:
 def format_reached(rows: list[dict], threshold: float) -> str:
     hit = reached(rows, threshold)
     return "-" if hit is None else f"{hit[0]:,} ({hit[1] / 60:.0f} min)"
+
+
+if __name__ == "__main__":  # a module: say so, rather than end at once with nothing
+    import sys
+    print("curves.py is a module of learning-curve helpers (scripts/plot.py, scripts/benchmark.py "
+          "import it); to draw curves: python scripts/plot.py --run LABEL=LOG_DIR --out FILE.png",
+          file=sys.stderr)
+    sys.exit(2)

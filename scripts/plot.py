@@ -28,9 +28,10 @@ from collections import OrderedDict
 import numpy as np
 
 from a2c_ppo_acktr.envs.episodes import load_run
-from a2c_ppo_acktr.errors import LogError
+from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run.checkpoint import CheckpointError
 from a2c_ppo_acktr.run.history import evaluate_history, history_curve
+from a2c_ppo_acktr.run.rundir import check_dir
 from curves import aggregate, env_filename, plot_curves
 
 GLOB_CHARS = "*?["
@@ -162,12 +163,31 @@ def collect(
     return groups
 
 
+def check_format(path: str) -> None:
+    """``ConfigError`` unless matplotlib writes figures of ``path``'s extension."""
+    from matplotlib.figure import Figure
+    formats = Figure().canvas.get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if ext not in formats:
+        raise ConfigError(f"--out {path}: figures are written as "
+                          f"{', '.join('.' + f for f in sorted(formats))}, not {ext or 'no extension'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point. Returns the exit status (0 ok, 2 on input errors)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.run and not args.history:
         parser.error("give at least one --run or --history")
+    try:  # before any run is read or played: where the figures go
+        if args.out_dir:
+            check_dir(args.out_dir, "--out-dir")
+        else:
+            check_dir(os.path.dirname(os.path.abspath(args.out)), "--out")
+            check_format(args.out)
+    except ConfigError as e:
+        print(f"plot.py: error: {e}", file=sys.stderr)
+        return 2
     written: list[str] = []
     try:
         groups = collect(args.run)
@@ -210,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     except (LogError, CheckpointError) as e:
         print(f"plot.py: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a figure that cannot be written (read-only, full disk)
+        print(f"plot.py: error: cannot write {e.filename or 'the figure'}: {e.strerror or e}",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # Ctrl-C, e.g. while --history plays its checkpoints
         print("plot.py: interrupted: " + (f"wrote {', '.join(written)} only" if written
                                           else "nothing written"), file=sys.stderr)

@@ -70,6 +70,16 @@ class NoneReward(Faulty):
         return self._obs(), None, False, False, {}
 
 
+class NanObs(Faulty):
+    def fault(self):
+        return np.full(3, np.nan, np.float32), 1.0, False, False, {}
+
+
+class NanReward(Faulty):
+    def fault(self):
+        return self._obs(), float("inf"), False, False, {}
+
+
 class Exits(Faulty):
     def fault(self):
         os._exit(3)
@@ -81,7 +91,8 @@ class Hangs(Faulty):
             time.sleep(1)
 
 
-for cls in (Faulty, RaiseInReset, WrongShape, WrongDtype, OldApi, NoneReward, Exits, Hangs):
+for cls in (Faulty, RaiseInReset, WrongShape, WrongDtype, OldApi, NoneReward, NanObs, NanReward,
+            Exits, Hangs):
     name = "RaiseInStep" if cls is Faulty else cls.__name__
     gym.register(f"{name}-v0", entry_point=cls, max_episode_steps=100)
 

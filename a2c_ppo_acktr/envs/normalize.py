@@ -1,5 +1,6 @@
 """Running normalization of observations and returns (``VecNormalize``), and merging the
 statistics of several copies (Ray workers, DDP ranks)."""
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -7,6 +8,11 @@ import torch
 
 from a2c_ppo_acktr.envs.vec_env import StepResult, VecEnv, VecEnvWrapper
 from a2c_ppo_acktr.utils import space_shape
+
+# An env's NaN or inf passes through the statistics (numpy would warn at each step); the run
+# stops on the non-finite loss they cause, in one line (run/life.py). A filter, as it costs
+# nothing per call, where np.errstate would.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
 
 # name -> (mean, var, count) of the data seen (``normalizer_delta``).
 Moments = dict[str, tuple[np.ndarray, np.ndarray, float]]

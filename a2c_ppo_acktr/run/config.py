@@ -195,7 +195,8 @@ def _recipe(values: dict, given: dict, from_file: dict) -> tuple[dict, str]:
     checks.check_values(kept)
     changed = [f"{recipes.option(d)} {given[d]} (recipe: {recipe[d]})" for d in recipe
                if d in given and given[d] != recipe[d]]
-    return kept, (f"recipe {name} for {env}: {' '.join(recipes.flags(kept)) or 'nothing'}"
+    rest = "nothing more: --config gives its flags" if from_file else "nothing"
+    return kept, (f"recipe {name} for {env}: {' '.join(recipes.flags(kept)) or rest}"
                   + (f"; from the command line{' and --config' if from_file else ''}: "
                      f"{', '.join(changed)}" if changed else ""))
 

@@ -2,6 +2,7 @@
 once the inputs are valid, and removed again when the run fails to start; and the run's lock,
 held by the one process that trains it."""
 import csv
+import errno
 import fcntl
 import glob
 import os
@@ -17,6 +18,8 @@ RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", "config.json",
              os.path.join("tb", "events.out.*"), os.path.join("videos", "*.mp4"),
              os.path.join("eval", "*.monitor.csv"), os.path.join("eval", "eval.csv"))
 
+
+PATH_MAX, NAME_MAX = 4096, 255  # Linux's; the longest path and name a call takes
 
 # In the log directory: held (flock) by the process training the run, for as long as it lives:
 # the OS releases it when the process ends, however it ends. It holds that process's pid.
@@ -35,6 +38,8 @@ def _lock(log_dir: str, create: bool) -> None:
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
     except FileNotFoundError:
         return  # no lock: no process trains the run
+    except OSError as e:
+        raise ConfigError(f"cannot lock the run at {path}: {e.strerror or e}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -58,17 +63,28 @@ class RunLocks:
             os.close(_locks.popitem()[1])
 
 
-def _check_dir(path: str, flag: str) -> None:
-    """``ConfigError`` unless ``path`` is, or can be created as, a directory this process may write."""
+def check_dir(path: str, flag: str) -> None:
+    """``ConfigError`` unless ``path`` is, or can be created as, a directory this process may
+    write (of a path the system takes)."""
+    what = f"{flag} cannot hold the run's files at {path}" if flag in ("--log-dir", "--save-dir") \
+        else f"{flag} {path}"
+    encoded = os.fsencode(os.path.abspath(path))
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if len(encoded) >= PATH_MAX or longest > NAME_MAX:
+        raise ConfigError(f"{what}: the path is too long ({len(encoded):,} bytes, a name of "
+                          f"{longest}; this system takes {PATH_MAX - 1:,} and {NAME_MAX})")
     existing = path
     while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
         existing = os.path.dirname(existing) or "."
+    try:
+        os.stat(existing)
+    except OSError as e:  # a symbolic link to nowhere, or to itself
+        why = "a symbolic link loop" if e.errno == errno.ELOOP else "a broken symbolic link"
+        raise ConfigError(f"{what}: {existing} is {why}") from None
     if not os.path.isdir(existing):
-        raise ConfigError(f"{flag} cannot hold the run's files at {path}: {existing} is a file, "
-                          "not a directory")
+        raise ConfigError(f"{what}: {existing} is a file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} cannot hold the run's files at {path}: {existing} is not "
-                          "writable")
+        raise ConfigError(f"{what}: {existing} is not writable")
 
 
 def _run_files(log_dir):
@@ -87,9 +103,9 @@ def _history_files(paths: RunPaths) -> list:
 def check_run(cfg: RunConfig, paths: RunPaths) -> None:
     """``ConfigError`` unless the run can start: its directories writable, a checkpoint for --resume, and
     no other run of the same algo, env and seed replaced without --overwrite."""
-    _check_dir(paths.log_dir, "--log-dir")
+    check_dir(paths.log_dir, "--log-dir")
     if paths.checkpoint is not None:
-        _check_dir(os.path.dirname(paths.checkpoint), "--save-dir")
+        check_dir(os.path.dirname(paths.checkpoint), "--save-dir")
     _lock(paths.log_dir, create=False)  # held from here if the run has a lock file: one writer
     saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
     logged = bool(_history_files(paths) or glob.glob(

@@ -61,7 +61,7 @@ def test_runs_get_their_own_files_and_only_the_same_run_is_refused(tmp_path, cap
     logs, models = tmp_path / "logs", tmp_path / "models"
     a2c = TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
     assert main.main(a2c) == 0
-    assert (f"run files: logs {logs}/a2c/CartPole-v1_seed1/, checkpoint "
+    assert (f"run files: log directory {logs}/a2c/CartPole-v1_seed1/, checkpoint "
             f"{models}/a2c/CartPole-v1_seed1.pt") in capsys.readouterr().out
     others = [["--algo", "ppo", "--num-mini-batch", "2"], ["--seed", "2"],
               ["--env-name", "Acrobot-v1"]]
