@@ -20,6 +20,9 @@ import functools
 
 import numpy as np
 import torch
+# torch.optim's optimizers import torch._dynamo when first built (~2 s, ~120k objects): imported
+# here, with the others, its objects are frozen out of the collector's walks (gc.freeze below).
+import torch._dynamo  # noqa: F401
 
 from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs.single import check_env_id

@@ -472,12 +472,3 @@ def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
                                                       "len(walked)")
     assert enabled == "True" and int(frozen) > 100_000 and walked == "0"
     assert load_checkpoint(run_paths(get_args(argv)).checkpoint)["env_steps"] == 160
-
-
-@pytest.mark.parametrize("algo", ["a2c", "ppo"])
-def test_a_run_that_does_not_compile_never_imports_torchs_compiler(tmp_path, algo):
-    """torch.optim's optimizers and ``torch.compiler.disable`` import ``torch._dynamo`` (a cost at
-    start-up); a run without --compile uses neither."""
-    argv = ["--algo", algo, "--num-mini-batch", "2"] + SHORT + dirs(tmp_path)
-    assert run_script(argv, "", "'torch._dynamo' in sys.modules") == ["False"]
-    assert load_checkpoint(run_paths(get_args(argv)).checkpoint)["env_steps"] == 160

@@ -147,21 +147,23 @@ def _separate(state: dict, groups: list[dict]) -> dict:
     if not (len(saved) == 1 and len(saved[0]["params"]) == 1 < len(params)):
         return state
     flat = state["state"].get(saved[0]["params"][0], {})
+    offsets = [0]
+    for p in params:
+        per_align = max(1, ALIGN // p.element_size())
+        offsets.append(offsets[-1] + -(-p.numel() // per_align) * per_align)
     parts: dict[int, dict] = {i: {} for i in range(len(params))}
     for key, value in flat.items():
-        offset = 0
-        for i, p in enumerate(params):
-            if key == "step":
-                parts[i][key] = value.clone()
-                continue
-            part = torch.empty_like(p)  # its strides: a channels_last weight's too
+        if key == "step":
+            for part in parts.values():
+                part[key] = value.clone()
+            continue
+        if value.numel() != offsets[-1]:
+            raise ValueError(f"the optimizer state holds {value.numel()} values per state tensor, "
+                             f"the network's parameters laid out as one tensor {offsets[-1]}")
+        for i, (p, offset) in enumerate(zip(params, offsets)):
+            part = parts[i][key] = torch.empty_like(p.detach())  # its strides: channels_last too
             order = sorted(range(p.dim()), key=lambda d: -p.stride()[d])
             part.permute(order).view(-1).copy_(value[offset:offset + p.numel()])
-            per_align = max(1, ALIGN // p.element_size())
-            offset += -(-p.numel() // per_align) * per_align
-        if key != "step" and offset != value.numel():
-            raise ValueError(f"the optimizer state holds {value.numel()} values per state tensor, "
-                             f"the network's parameters laid out as one tensor {offset}")
     return {"state": parts if flat else {},
             "param_groups": [{**saved[0], "params": list(range(len(params)))}]}
 
