@@ -20,6 +20,7 @@ import functools
 
 import numpy as np
 import torch
+
 # torch.optim's optimizers import torch._dynamo when first built (~2 s, ~120k objects): imported
 # here, with the others, its objects are frozen out of the collector's walks (gc.freeze below).
 import torch._dynamo  # noqa: F401
