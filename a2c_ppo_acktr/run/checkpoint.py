@@ -154,8 +154,8 @@ def _separate(state: dict, groups: list[dict]) -> dict:
     parts: dict[int, dict] = {i: {} for i in range(len(params))}
     for key, value in flat.items():
         if key == "step":
-            for part in parts.values():
-                part[key] = value.clone()
+            for entries in parts.values():
+                entries[key] = value.clone()
             continue
         if value.numel() != offsets[-1]:
             raise ValueError(f"the optimizer state holds {value.numel()} values per state tensor, "
