@@ -152,8 +152,7 @@ def gru_segments_eager(policy: Policy) -> None:
     """Run a recurrent ``policy``'s GRU over a sequence's segments (``NNBase._gru_segments``)
     eagerly, on this instance: where the segments start depends on the data, and compiling it
     again for each pattern of episode ends costs more than it saves. Here rather than as a
-    decorator in model.py, as ``torch.compiler.disable`` imports torch's compiler, which a run
-    that does not compile never needs."""
+    decorator in model.py: what only ``--compile`` needs stays out of the core."""
     base = policy.base
     if policy.is_recurrent and "_gru_segments" not in vars(base):
         # A method of the instance (not a function holding it): a deep copy binds its own.
