@@ -89,5 +89,3 @@ class BaseAgent:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state_dict["optimizer"])
 
-
-DecayingLr = BaseAgent  # the name it had before it kept the agents' state too
