@@ -35,6 +35,10 @@ import functools
 import numpy as np
 import torch
 
+# torch.optim's optimizers import torch._dynamo when first built (~2 s, ~120k objects): imported
+# here, with the others, its objects are frozen out of the collector's walks (gc.freeze below).
+import torch._dynamo  # noqa: F401
+
 from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs.single import check_env_id
 from a2c_ppo_acktr.errors import (
@@ -46,7 +50,7 @@ from a2c_ppo_acktr.errors import (
     program,
 )
 from a2c_ppo_acktr.run.arguments import fail, get_config, warn
-from a2c_ppo_acktr.run.build import build_collector, build_evaluations, build_run
+from a2c_ppo_acktr.run.build import build_collector, build_evaluations, build_run, run_components
 from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths
 from a2c_ppo_acktr.run.config import write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
@@ -153,7 +157,8 @@ def start(cfg: Config, stop: StopRequest) -> Run:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
     envs = collector = None
     try:
-        envs, actor_critic, agent, reward_model = build_run(cfg, paths, device, resumed, rank)
+        envs, actor_critic, agent, reward_models = build_run(cfg, paths, device, resumed, rank)
+        components = run_components(actor_critic, agent, reward_models)  # what checkpoints keep
         stop_if_asked()
         if lead:
             write_config(cfg.record, paths.log_dir)
@@ -163,7 +168,8 @@ def start(cfg: Config, stop: StopRequest) -> Run:
                 torch.manual_seed(cfg.run.seed + rank + env_steps)  # the saved RNG state is rank 0's
         steps_per_update = cfg.sampling.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
         updates = range(env_steps // steps_per_update, cfg.run.num_env_steps // steps_per_update)
-        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates))
+        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates),
+                                    agent)
         evaluator = build_evaluations(cfg, paths, collector, device)
         inexact = resume_exactly(collector, resumed) if resumed else None
         stop_if_asked()
@@ -193,9 +199,9 @@ def start(cfg: Config, stop: StopRequest) -> Run:
               + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
         logs = open_logs(paths, bool(resumed), cfg.record, cfg.run.eval_interval is not None,
                          tracker)
-    return Run(paths, lead, collector, actor_critic, agent, reward_model, updates,
+    return Run(paths, lead, collector, actor_critic, agent, list(reward_models.values()), updates,
                steps_per_update, evaluator, stop=stop, ddp=ddp,
-               state=functools.partial(checkpoint_state, cfg, actor_critic, agent, collector),
+               state=functools.partial(checkpoint_state, cfg, components, collector),
                settings=cfg.run, logs=logs, tracker=tracker, created=created,
                saved_steps=env_steps if resumed else None)
 
@@ -211,12 +217,13 @@ def train(cfg: Config, run: Run) -> int:
         with torch.inference_mode():
             next_value = actor_critic.get_value(
                 rollouts.obs[-1], rollouts.recurrent_hidden_states[-1], rollouts.masks[-1])
-        # GAIL: the discriminator, trained on this rollout, rewards it in place of the env
-        reward_stats = run.reward_model(rollouts, j) if run.reward_model else {}
+        reward_stats: dict[str, float] = {}
+        for reward_model in run.reward_models:  # e.g. GAIL's discriminator, trained on this
+            reward_stats |= reward_model(rollouts, j)  # rollout, rewards it in place of the env
         rollouts.compute_returns(next_value, cfg.returns)
-        losses = agent.update(rollouts)
+        stats = agent.update(rollouts)  # value_loss, action_loss, entropy, ...: all logged
         collector.sync(actor_critic, rollouts)  # the storage goes back, with the new weights
-        status = run.after_update(j, losses, reward_stats)  # check, stop?, save, log, evaluate
+        status = run.after_update(j, {**stats, **reward_stats})  # check, stop?, save, log, ...
         if status is not None:
             return status
     return run.done()

@@ -16,7 +16,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from a2c_ppo_acktr.layers import call
 from a2c_ppo_acktr.utils import init
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -142,7 +141,7 @@ class Categorical(nn.Module):
         self.linear = init(nn.Linear(num_inputs, num_outputs), gain=0.01)
 
     def forward(self, x: torch.Tensor) -> CategoricalDist:
-        return CategoricalDist(call(self.linear, x))
+        return CategoricalDist(self.linear(x))
 
 
 class MultiCategorical(nn.Module):
@@ -155,7 +154,7 @@ class MultiCategorical(nn.Module):
         self.linear = init(nn.Linear(num_inputs, sum(self.nvec)), gain=0.01)  # as Categorical
 
     def forward(self, x: torch.Tensor) -> MultiCategoricalDist:
-        return MultiCategoricalDist(call(self.linear, x), self.nvec)
+        return MultiCategoricalDist(self.linear(x), self.nvec)
 
 
 class DiagGaussian(nn.Module):
@@ -168,7 +167,7 @@ class DiagGaussian(nn.Module):
         self.logstd = nn.Parameter(torch.full((num_outputs,), float(log_std_init)))
 
     def forward(self, x: torch.Tensor) -> DiagGaussianDist:
-        return DiagGaussianDist(call(self.fc_mean, x), self.logstd)
+        return DiagGaussianDist(self.fc_mean(x), self.logstd)
 
 
 class Bernoulli(nn.Module):
@@ -179,4 +178,4 @@ class Bernoulli(nn.Module):
         self.linear = init(nn.Linear(num_inputs, num_outputs))
 
     def forward(self, x: torch.Tensor) -> BernoulliDist:
-        return BernoulliDist(call(self.linear, x))
+        return BernoulliDist(self.linear(x))

@@ -12,7 +12,6 @@ from gymnasium import spaces
 from a2c_ppo_acktr.config import PolicyConfig
 from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.layers import call, run
 from a2c_ppo_acktr.utils import init
 from a2c_ppo_acktr.value_norm import ValueNorm
 
@@ -132,10 +131,10 @@ class Policy(nn.Module):
         entropies, ratios and losses are fp32. The value head computes in fp32 (``NNBase._value``).
         """
         if self.precision == "fp32":
-            value, actor_features, rnn_hxs = call(self.base, inputs, rnn_hxs, masks)
+            value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
         else:
             with torch.autocast(inputs.device.type, dtype=torch.bfloat16):
-                value, actor_features, rnn_hxs = call(self.base, inputs, rnn_hxs, masks)
+                value, actor_features, rnn_hxs = self.base(inputs, rnn_hxs, masks)
             value, actor_features, rnn_hxs = value.float(), actor_features.float(), rnn_hxs.float()
         if self.value_norm is not None:  # the head's units -> reward units
             value = value * self.value_norm.scale
@@ -148,7 +147,7 @@ class Policy(nn.Module):
         ((N, 1) long for Discrete, (N, A) float for Box / MultiBinary), action_log_probs (N, 1),
         rnn_hxs (N, H). ``deterministic`` takes the distribution's mode."""
         value, actor_features, rnn_hxs = self.forward_base(inputs, rnn_hxs, masks)
-        dist = call(self.dist, actor_features)
+        dist = self.dist(actor_features)
         action = dist.mode() if deterministic else dist.sample()
         return value, action, dist.log_probs(action), rnn_hxs
 
@@ -174,7 +173,7 @@ class Policy(nn.Module):
         (``RolloutStorage.recurrent_generator``).
         """
         value, actor_features, rnn_hxs = self.forward_base(inputs, rnn_hxs, masks)
-        dist = call(self.dist, actor_features)
+        dist = self.dist(actor_features)
         return value, dist.log_probs(action), dist.entropy().mean(), rnn_hxs
 
 
@@ -211,9 +210,9 @@ class NNBase(nn.Module):
         """``critic_linear(x)``, in fp32 even under bf16 autocast (``Policy(precision="bf16")``):
         values feed the returns, and bf16 would round a value of 20 to a multiple of 0.125."""
         if not torch.is_autocast_enabled(x.device.type):
-            return call(self.critic_linear, x)
+            return self.critic_linear(x)
         with torch.autocast(x.device.type, enabled=False):
-            return call(self.critic_linear, x.float())
+            return self.critic_linear(x.float())
 
     def _forward_gru(self, x: torch.Tensor, hxs: torch.Tensor,
                      masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -300,4 +299,4 @@ class MLPBase(NNBase):
         x = inputs
         if self.is_recurrent:
             x, rnn_hxs = self._forward_gru(x, rnn_hxs, masks)
-        return self._value(run(self.critic, x)), run(self.actor, x), rnn_hxs
+        return self._value(self.critic(x)), self.actor(x), rnn_hxs

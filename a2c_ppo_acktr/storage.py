@@ -8,30 +8,16 @@ Slot 0 of the T+1 tensors holds the state the rollout started from. One addition
 bootstrap_values (T, N, 1), the value of the real final observation of an episode truncated at
 step t (zero elsewhere).
 """
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple, Self
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple, Self
 
 import gymnasium as gym
-import numpy as np
 import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.config import ReturnsConfig
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.utils import space_shape
-
-
-def _host_array(x: torch.Tensor) -> np.ndarray:
-    """``x`` as a numpy array: a view of a CPU tensor, else a copy (a GPU tensor, or one that
-    requires grad, which ``numpy()`` refuses)."""
-    try:
-        return x.numpy()
-    except (RuntimeError, TypeError):
-        return x.detach().cpu().numpy()
-
-
-def _same(x: torch.Tensor) -> torch.Tensor:
-    return x
 
 
 class Minibatch(NamedTuple):
@@ -72,7 +58,6 @@ class RolloutStorage:
         self.bad_masks = torch.ones(T + 1, N, 1)
         self.num_steps = num_steps
         self.step = 0
-        self._host = self._host_views()
         # compute_returns' (use_gae, gamma, gae_lambda, use_proper_time_limits), for recompute_returns
         self.returns_settings: ReturnsConfig | None = None  # the last compute_returns'
 
@@ -83,23 +68,7 @@ class RolloutStorage:
         """Move every tensor to ``device``; returns this storage."""
         for name in self._fields:
             setattr(self, name, getattr(self, name).to(device))
-        self._host = self._host_views()
         return self
-
-    def __getstate__(self) -> dict:
-        # The views are not state: a copy (deepcopy, pickle) makes its own of its own tensors.
-        return {k: v for k, v in self.__dict__.items() if k != "_host"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._host = self._host_views()
-
-    def _host_views(self) -> dict[str, np.ndarray] | None:
-        """numpy views of the tensors when they are on the CPU (``insert`` writes through them:
-        a numpy assignment costs a fraction of a torch index and copy at one step's size)."""
-        if self.obs.device.type != "cpu":
-            return None
-        return {name: getattr(self, name).numpy() for name in self._fields}
 
     def insert(self, obs: torch.Tensor, recurrent_hidden_states: torch.Tensor,
                actions: torch.Tensor, action_log_probs: torch.Tensor, value_preds: torch.Tensor,
@@ -112,22 +81,21 @@ class RolloutStorage:
         actions (n, 1) or (n, A), the others (n, 1).
 
         ``columns`` (a slice of envs) stores one group's part of the step (a pipelined
-        collector); ``advance=False`` keeps the step for the other groups' parts. On a GPU the
-        copies run without waiting for it; on the CPU they are numpy assignments (``_host``).
+        collector); ``advance=False`` keeps the step for the other groups' parts.
         """
         s, c = self.step, columns
-        after = {"obs": obs, "recurrent_hidden_states": recurrent_hidden_states, "masks": masks,
-                 "bad_masks": bad_masks}
-        at = {"actions": actions, "action_log_probs": action_log_probs, "value_preds": value_preds,
-              "rewards": rewards, "bootstrap_values": bootstrap_values}
-        for slot, values in ((s + 1, after), (s, at)):
-            for name, x in values.items():
-                if self._host is not None:
-                    self._host[name][slot, c] = 0 if x is None else _host_array(x)
-                elif x is None:
-                    getattr(self, name)[slot, c].zero_()
-                else:
-                    getattr(self, name)[slot, c].copy_(x)
+        self.obs[s + 1, c].copy_(obs)
+        self.recurrent_hidden_states[s + 1, c].copy_(recurrent_hidden_states)
+        self.masks[s + 1, c].copy_(masks)
+        self.bad_masks[s + 1, c].copy_(bad_masks)
+        self.actions[s, c].copy_(actions)
+        self.action_log_probs[s, c].copy_(action_log_probs)
+        self.value_preds[s, c].copy_(value_preds)
+        self.rewards[s, c].copy_(rewards)
+        if bootstrap_values is None:
+            self.bootstrap_values[s, c].zero_()
+        else:
+            self.bootstrap_values[s, c].copy_(bootstrap_values)
         if advance:
             self.step = (s + 1) % self.num_steps
 
@@ -165,25 +133,20 @@ class RolloutStorage:
             bootstrap = self.bootstrap_values * (1.0 - self.bad_masks[1:])
         else:
             bootstrap = torch.zeros_like(self.bootstrap_values)
-        # The backward recursions go through T rows of N values one at a time: on the CPU they run
-        # on numpy views, whose per-call cost is a fraction of torch's (the same float32
-        # operations, so the same numbers: tests/test_storage.py).
-        rows: Callable[[torch.Tensor], Any] = _host_array if self._host is not None else _same
-        returns = rows(self.returns)
         if use_gae:
             # (T, N, 1): one-step TD errors, then the backward GAE recursion.
-            deltas = rows(self.rewards + gamma * (masks * self.value_preds[1:] + bootstrap)
-                          - self.value_preds[:-1])
-            discounts = rows(gamma * gae_lambda * masks)
-            gae = rows(torch.zeros_like(next_value))
+            deltas = (self.rewards + gamma * (masks * self.value_preds[1:] + bootstrap)
+                      - self.value_preds[:-1])
+            discounts = gamma * gae_lambda * masks
+            gae = torch.zeros_like(next_value)
             for t in reversed(range(self.num_steps)):
                 gae = deltas[t] + discounts[t] * gae
-                returns[t] = gae
+                self.returns[t] = gae
             self.returns[:-1] += self.value_preds[:-1]
         else:
-            rewards, alive, cut = rows(self.rewards), rows(masks), rows(bootstrap)
             for t in reversed(range(self.num_steps)):
-                returns[t] = rewards[t] + gamma * (alive[t] * returns[t + 1] + cut[t])
+                self.returns[t] = self.rewards[t] + gamma * (
+                    masks[t] * self.returns[t + 1] + bootstrap[t])
 
     @torch.inference_mode()
     def recompute_returns(self, actor_critic: Policy, chunk: int = 256) -> None:

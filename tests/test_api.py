@@ -110,10 +110,12 @@ def _public_callables(module_name):
 
 
 def _missing_annotations(fn):
-    """Parameters (but self, cls, *args, **kwargs) and the return that have no annotation."""
+    """Parameters (but self, cls, *args, **kwargs, and the ``_ray_trace_ctx`` that ``ray.remote``
+    adds to an actor class's methods once a run in this process has made one) and the return that
+    have no annotation."""
     sig = inspect.signature(fn)
     missing = [p.name for p in sig.parameters.values()
-               if p.name not in ("self", "cls")
+               if p.name not in ("self", "cls", "_ray_trace_ctx")
                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
                and p.annotation is inspect.Parameter.empty]
     if sig.return_annotation is inspect.Signature.empty:

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 import main
+from a2c_ppo_acktr import speed
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.envs.episodes import load_run, read_monitor_file
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
-from a2c_ppo_acktr.storage import RolloutStorage
 
 # The README's CartPole command (the learning test uses it as written there).
 CARTPOLE_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "8",
@@ -53,13 +53,14 @@ def test_same_seed_same_run(tmp_path, algo):
 
 
 @pytest.mark.slow
-def test_host_storage_writes_learn_as_tensor_copies(tmp_path, monkeypatch):
-    """On the CPU the storage is written through numpy views; the same run with the tensor
-    copies (the GPU's path) must end with the same weights, bit for bit."""
+def test_the_speed_seam_learns_as_the_plain_core(tmp_path, monkeypatch):
+    """A run with every mechanism of the speed seam (speed.speed_up) ends with the plain core's
+    weights, bit for bit."""
     extra = SHORT + ["--algo", "ppo", "--num-mini-batch", "2", "--use-gae", "--use-proper-time-limits",
                      "--env-name", "Pendulum-v1"]  # Box actions, time-limit truncations
+    monkeypatch.setattr(speed, "ENABLED", set(speed.MECHANISMS))
     a = load_checkpoint(run(tmp_path, extra, "a").checkpoint)
-    monkeypatch.setattr(RolloutStorage, "_host_views", lambda self: None)
+    monkeypatch.setattr(speed, "ENABLED", set())
     b = load_checkpoint(run(tmp_path, extra, "b").checkpoint)
     for key in a["actor_critic"]:
         assert torch.equal(a["actor_critic"][key], b["actor_critic"][key]), key
@@ -282,7 +283,8 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeyp
 
     def failing_update(self, rollouts):
         calls.append(1)
-        return (float("nan"), 0.0, 0.0) if len(calls) == 3 else update(self, rollouts)
+        nan = {"value_loss": float("nan"), "action_loss": 0.0, "entropy": 0.0}
+        return nan if len(calls) == 3 else update(self, rollouts)
 
     monkeypatch.setattr(A2C_ACKTR, "update", failing_update)
     assert main.main(A2C_TINY + ["--num-env-steps", "160"] + mode + dirs(tmp_path)) == 1
@@ -326,7 +328,7 @@ def test_failure_before_the_first_save_leaves_a_run_that_starts_again(tmp_path, 
     monitor files but no checkpoint: neither a new run nor --resume could start."""
     from a2c_ppo_acktr.algo import A2C_ACKTR
 
-    monkeypatch.setattr(A2C_ACKTR, "update", lambda self, rollouts: (float("nan"), 0.0, 0.0))
+    monkeypatch.setattr(A2C_ACKTR, "update", lambda self, rollouts: {"value_loss": float("nan")})
     argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
     assert main.main(argv) == 1
     err = capsys.readouterr().err.strip()
@@ -482,14 +484,4 @@ def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
     enabled, frozen, walked = run_script(argv, setup, "gc.isenabled(), gc.get_freeze_count(), "
                                                       "len(walked)")
     assert enabled == "True" and int(frozen) > 100_000 and walked == "0"
-    assert load_checkpoint(run_paths(get_args(argv)).checkpoint)["env_steps"] == 160
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("algo", ["a2c", "ppo"])
-def test_a_run_that_does_not_compile_never_imports_torchs_compiler(tmp_path, algo):
-    """torch.optim's optimizers and ``torch.compiler.disable`` import ``torch._dynamo`` (a cost at
-    start-up); a run without --compile uses neither."""
-    argv = ["--algo", algo, "--num-mini-batch", "2"] + SHORT + dirs(tmp_path)
-    assert run_script(argv, "", "'torch._dynamo' in sys.modules") == ["False"]
     assert load_checkpoint(run_paths(get_args(argv)).checkpoint)["env_steps"] == 160

@@ -109,7 +109,7 @@ def test_bf16_updates_keep_weights_optimizer_state_and_kfac_statistics_fp32(algo
                           acktr=algo == "acktr")
     for _ in range(2):
         losses = agent.update(rollouts)
-        assert all(isinstance(x, float) and x == x for x in losses)
+        assert all(isinstance(x, float) and x == x for x in losses.values())
     assert all(t.dtype == torch.float32 for t in policy.state_dict().values())
     state = [t for s in agent.optimizer.state.values() for t in s.values()
              if isinstance(t, torch.Tensor) and t.is_floating_point()]

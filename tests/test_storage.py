@@ -7,6 +7,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from a2c_ppo_acktr.speed.storage import host_writes
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
 
 T, N = 9, 4
@@ -65,19 +66,6 @@ def test_compute_returns_matches_reference_loop(use_gae, proper):
     np.testing.assert_allclose(r.returns.squeeze(-1).numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("use_gae", [True, False])
-@pytest.mark.parametrize("proper", [True, False])
-def test_returns_on_numpy_rows_are_torchs_bit_for_bit(use_gae, proper):
-    """On the CPU the recursions run on numpy views; on a GPU (no host views) on torch."""
-    r = filled_storage(seed=2)
-    on_torch = copy.deepcopy(r)
-    on_torch._host = None  # as on a GPU
-    next_value = torch.randn(N, 1)
-    for storage in (r, on_torch):
-        storage.compute_returns(next_value, use_gae, GAMMA, LAM, use_proper_time_limits=proper)
-    assert torch.equal(r.returns, on_torch.returns)
-
-
 @pytest.mark.parametrize("truncations", [False, True])
 def test_gae_matches_stable_baselines3(truncations):
     """SB3 folds the truncation bootstrap into the reward (r + gamma * V(final_obs)); same returns."""
@@ -111,36 +99,13 @@ def test_insert_and_after_update():
     assert torch.all(r.masks[0] == 0)
 
 
-@pytest.mark.parametrize("space", [spaces.Discrete(3), spaces.Box(-1, 1, (2,), np.float32)])
-def test_host_writes_store_what_tensor_copies_store(space):
-    """CPU storage writes through numpy views (``_host``); the GPU's path copies tensors: the two
-    must hold the same values, for every field, whole steps and column groups alike."""
-    host = RolloutStorage(3, 4, (2,), space, 2)
-    copies = RolloutStorage(3, 4, (2,), space, 2)
-    copies._host = None
-    assert host._host is not None
-    g = torch.Generator().manual_seed(0)
-    for step in range(3):
-        for columns in (slice(0, 2), slice(2, 4)):
-            n = 2
-            actions = (torch.randint(0, 3, (n, 1), generator=g) if isinstance(space, spaces.Discrete)
-                       else torch.randn(n, 2, generator=g))
-            values = torch.randn(n, 1, generator=g, requires_grad=step == 1)  # numpy() refuses it
-            args = (torch.randn(n, 2, generator=g), torch.randn(n, 2, generator=g), actions,
-                    torch.randn(n, 1, generator=g), values, torch.randn(n, 1, generator=g),
-                    torch.randint(0, 2, (n, 1), generator=g).float(), torch.ones(n, 1))
-            bootstrap = torch.randn(n, 1, generator=g) if step == 2 else None
-            for r in (host, copies):
-                r.insert(*args, bootstrap_values=bootstrap, columns=columns,
-                         advance=columns.start == 2)
-    for name in RolloutStorage._fields:
-        assert torch.equal(getattr(host, name), getattr(copies, name)), name
-
-
-def test_a_copy_writes_into_its_own_tensors():
+@pytest.mark.parametrize("host", [False, True], ids=["plain", "speed-seam"])
+def test_a_copy_writes_into_its_own_tensors(host):
     """deepcopy and pickle give a storage whose writes land in its own tensors (the
-    asynchronous sampler alternates two buffers, one a deepcopy of the other)."""
+    asynchronous sampler alternates two buffers, one a deepcopy of the other), also one whose
+    inserts write through numpy views (speed/storage.py)."""
     r = RolloutStorage(2, 1, (1,), spaces.Discrete(2), 1)
+    assert not host or host_writes(r)
     for c in (copy.deepcopy(r), pickle.loads(pickle.dumps(r))):
         c.insert(torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1, dtype=torch.long),
                  torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1),

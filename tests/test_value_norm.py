@@ -67,7 +67,7 @@ def test_ppo_with_value_norm_is_ppo_on_returns_in_the_heads_units():
     for policy, r in ((plain, rollouts), (normed, scaled)):
         torch.manual_seed(1)  # the same minibatches
         agent = PPO(policy, 0.2, 3, 2, 0.5, 0.01, lr=1e-2, eps=1e-5, max_grad_norm=0.5)
-        results.append(agent.update(r))
+        results.append(list(agent.update(r).values()))
     np.testing.assert_allclose(results[0], results[1], rtol=1e-4, atol=1e-6)
     for name, param in plain.named_parameters():
         torch.testing.assert_close(dict(normed.named_parameters())[name], param, rtol=1e-4,

@@ -2,26 +2,26 @@
 from typing import Any
 
 import torch
+import torch.nn as nn
 
-from a2c_ppo_acktr.algo.agent import DecayingLr, FlatParams
+from a2c_ppo_acktr.algo.agent import BaseAgent
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
-from a2c_ppo_acktr.algo.optim import Optimizer, RMSprop
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.layers import call
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import RolloutStorage
 
 
-class A2C_ACKTR(DecayingLr):
+class A2C_ACKTR(BaseAgent):
     """A2C with RMSprop, or ``acktr=True``: ACKTR, the same loss with the K-FAC optimizer.
 
     One gradient step per rollout on
     ``value_loss_coef * E[(R - V)^2] - E[A * log pi(a|s)] - entropy_coef * H``. ACKTR builds
     ``KFACOptimizer(actor_critic, **kfac)`` (K-FAC's defaults where ``kfac`` is silent) and ignores
     ``lr``, ``eps``, ``alpha`` and ``max_grad_norm``; its Fisher statistics come from the sampled
-    Fisher loss (docs/details.md, "ACKTR"), and after each update ``stats["kl_clip_scale"]`` is the
-    factor the KL clip scaled the step by (1: it did not bind). ``lr_decay_horizon``: linear decay
-    of the lr (K-FAC's under ACKTR) to 0 at that many env steps. ``generator`` draws ACKTR's
+    Fisher loss (docs/details.md, "ACKTR"), and its ``update`` adds ``kl_clip_scale`` to the
+    statistics: the factor the KL clip scaled the step by (1: it did not bind).
+    ``lr_decay_horizon``: linear decay of the lr (K-FAC's under ACKTR) to 0 at that many env
+    steps. ``generator`` draws ACKTR's
     sampled Fisher loss (None: torch's global generator).
     """
 
@@ -40,25 +40,23 @@ class A2C_ACKTR(DecayingLr):
         self.params = list(actor_critic.parameters())
         # ACKTR's optimizer, for its Fisher statistics (the same object as self.optimizer).
         self.kfac = KFACOptimizer(actor_critic, **(kfac or {})) if acktr else None
-        self.optimizer: Optimizer
-        self.flat: FlatParams | None = None  # A2C's parameters as one tensor (not K-FAC's)
+        self.optimizer: torch.optim.Optimizer
         if self.kfac is not None:
             self.optimizer = self.kfac
         elif lr is None or eps is None or alpha is None or max_grad_norm is None:
             raise ConfigError(f"A2C needs lr, eps, alpha and max_grad_norm; got lr={lr}, eps={eps}, "
                               f"alpha={alpha}, max_grad_norm={max_grad_norm}")
         else:
-            # RMSprop on one flat tensor: a handful of ops per step instead of a handful per
-            # parameter tensor, the same numbers bit for bit (element-wise arithmetic).
-            self.flat = FlatParams(self.params)
-            self.optimizer = RMSprop([self.flat.flat], lr, eps=eps, alpha=alpha, foreach=False)
+            # foreach=False: the single-tensor step on every device (CUDA's default is foreach),
+            # the numbers A2C has always had.
+            self.optimizer = torch.optim.RMSprop(self.params, lr, eps=eps, alpha=alpha,
+                                                 foreach=False)
         # ACKTR decays K-FAC's own lr: --lr is not used by it.
         self._init_lr_decay(self.optimizer, lr_decay_horizon)
-        self.stats: dict[str, float] = {}
 
-    def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
+    def update(self, rollouts: RolloutStorage) -> dict[str, float]:
         """One gradient step on the whole rollout (returns computed); -> value_loss,
-        action_loss, dist_entropy."""
+        action_loss, entropy (and ACKTR's kl_clip_scale)."""
         T, N, _ = rollouts.rewards.shape
 
         def flat(x: torch.Tensor) -> torch.Tensor:  # (T or T+1, N, ...) -> (T * N, ...)
@@ -79,19 +77,17 @@ class A2C_ACKTR(DecayingLr):
             if self.kfac is not None:
                 self.kfac.acc_stats = False
 
-        if self.flat is None:  # K-FAC
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-        else:
-            self.flat.zero_grad()
-            loss.backward()
+        self.optimizer.zero_grad()
+        loss.backward()
+        if self.kfac is None:  # K-FAC bounds its step by the KL clip instead
             assert self.max_grad_norm is not None  # (None only under ACKTR)
-            self.flat.clip_grad_norm(self.max_grad_norm)
+            nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
         self.optimizer.step()
+        value_loss, action_loss, entropy = stats.tolist()
+        out = {"value_loss": value_loss, "action_loss": action_loss, "entropy": entropy}
         if self.kfac is not None:
-            self.stats = {"kl_clip_scale": self.kfac.nu}
-        value_loss, action_loss, dist_entropy = stats.tolist()
-        return value_loss, action_loss, dist_entropy
+            out["kl_clip_scale"] = self.kfac.nu
+        return out
 
     def terms(self, obs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
               actions: torch.Tensor, returns: torch.Tensor
@@ -100,7 +96,7 @@ class A2C_ACKTR(DecayingLr):
         the state before its first step) -> value_loss, action_loss, dist_entropy (scalars, with
         their graphs), the values (T * N, 1) and the policy's distribution."""
         values, actor_features, _ = self.actor_critic.forward_base(obs, rnn_hxs, masks)
-        dist = call(self.actor_critic.dist, actor_features)
+        dist = self.actor_critic.dist(actor_features)
         advantages = returns - values
         value_loss = advantages.pow(2).mean()
         action_loss = -(advantages.detach() * dist.log_probs(actions)).mean()

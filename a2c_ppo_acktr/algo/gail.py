@@ -1,7 +1,7 @@
 """Generative Adversarial Imitation Learning (Ho & Ermon 2016): a discriminator is the reward.
 
-``GailReward`` is the training loop's one view of it: an optional reward model called on each
-rollout between the bootstrap and the returns.
+``GailReward`` is the training loop's one view of it: a reward model (``algo.agent.RewardModel``)
+called on each rollout between the bootstrap and the returns.
 
 D(s, a) = sigmoid(trunk([s, a])) learns to tell expert pairs (label 1) from the policy's (label
 0); the policy is trained by PPO / A2C on a reward that grows with D (docs/gail.md). Expert files
@@ -24,7 +24,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 from gymnasium import spaces
 
-from a2c_ppo_acktr.algo.optim import Adam
 from a2c_ppo_acktr.envs import Normalizer, RunningMeanStd
 from a2c_ppo_acktr.errors import ConfigError, GailError
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -155,7 +154,7 @@ class Discriminator(nn.Module):
             nn.Linear(hidden_size, hidden_size), nn.Tanh(),
             nn.Linear(hidden_size, 1))
         self.to(device)
-        self.optimizer = Adam(self.trunk.parameters(), lr=lr)
+        self.optimizer = torch.optim.Adam(self.trunk.parameters(), lr=lr)
         self.ret_rms = RunningMeanStd(shape=())
         self.returns: torch.Tensor | None = None  # (N, 1) discounted sum of the learned reward, per env
 
@@ -263,8 +262,9 @@ class Discriminator(nn.Module):
 
 
 class GailReward:
-    """GAIL as the run's reward model: ``reward_model(rollouts, update)`` trains the discriminator
-    on the rollout, then puts its rewards in place of the env's; -> its statistics (``update``).
+    """GAIL as a reward model (``algo.agent.RewardModel``): ``reward_model(rollouts, update)``
+    trains the discriminator on the rollout, then puts its rewards in place of the env's; -> its
+    statistics (``Discriminator.update``). Its state is the discriminator's ``full_state_dict``.
 
     ``normalizer`` is the envs' (D's expert inputs are normalized as the rollout's were). For the
     first ``warmup_updates`` updates D trains ``warmup_epochs`` epochs per rollout and the
@@ -290,3 +290,9 @@ class GailReward:
             rollouts.rewards[step] = self.discr.predict_reward(
                 rollouts.obs[step], rollouts.actions[step], self.gamma, rollouts.masks[step])
         return stats
+
+    def state_dict(self) -> dict:
+        return self.discr.full_state_dict()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.discr.load_full_state_dict(state_dict)

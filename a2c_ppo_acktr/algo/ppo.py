@@ -1,8 +1,8 @@
 """Proximal Policy Optimization (Schulman et al. 2017), clipped surrogate objective."""
 import torch
+import torch.nn as nn
 
-from a2c_ppo_acktr.algo.agent import DecayingLr, FlatParams
-from a2c_ppo_acktr.algo.optim import Adam
+from a2c_ppo_acktr.algo.agent import BaseAgent
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
@@ -10,8 +10,9 @@ from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
 ADVANTAGE_NORMS = ("batch", "minibatch", "none")
 # The adaptive learning rate (rl_games' AdaptiveScheduler): its step and bounds.
 KL_LR_FACTOR, KL_MIN_LR, KL_MAX_LR = 1.5, 1e-6, 1e-2
-# The columns of ``loss``'s statistics, stacked in one tensor so that an update syncs the device once.
-STATS = ("value_loss", "action_loss", "dist_entropy", "approx_kl", "clip_fraction")
+# ``loss``'s statistics (progress.csv's columns), stacked in one tensor so that an update syncs the
+# device once.
+STATS = ("value_loss", "action_loss", "entropy", "approx_kl", "clip_fraction")
 KL = STATS.index("approx_kl")
 
 
@@ -19,7 +20,7 @@ def standardize(x: torch.Tensor) -> torch.Tensor:
     return (x - x.mean()) / (x.std() + 1e-5)
 
 
-class PPO(DecayingLr):
+class PPO(BaseAgent):
     """PPO on a ``Policy``: ``ppo_epoch`` passes of ``num_mini_batch`` minibatches per rollout.
 
     ``advantage_norm``: standardize over the rollout ("batch", the original's), each minibatch
@@ -28,8 +29,8 @@ class PPO(DecayingLr):
     it if under half, within [``KL_MIN_LR``, ``KL_MAX_LR``]. ``lr_decay_horizon``: linear decay to
     0 at that many env steps. ``recompute_advantages``: values, returns and advantages again before
     each epoch after the first (``RolloutStorage.recompute_returns``; feed-forward only). With
-    ``Policy(value_norm=True)`` the value loss is in the head's units. After ``update``, ``stats``
-    holds the mean ``approx_kl`` (E[(r - 1) - log r]) and ``clip_fraction``. The options' sources:
+    ``Policy(value_norm=True)`` the value loss is in the head's units. ``update`` returns the means
+    over its minibatches of ``STATS``, ``approx_kl`` being E[(r - 1) - log r]. The options' sources:
     docs/details.md, "Flags and run files". ``generator`` draws the minibatches (None: torch's
     global generator; a sampler thread drawing actions from that one makes its own necessary).
     """
@@ -65,20 +66,14 @@ class PPO(DecayingLr):
         self.generator = generator
         # The list, once: listing a module's parameters walks its submodules on every call.
         self.params = list(actor_critic.parameters())
-        # Gradients in one tensor: zeroing and clipping them is one op, not one per tensor.
-        self.flat = FlatParams(self.params)
-        # fused: one kernel for all parameters instead of a Python loop over them. On the
-        # separate tensors, not on self.flat.flat: the fused kernel rounds the few elements at
-        # the end of a tensor apart from the rest, so one flat tensor would change the weights'
-        # last bits, and so every seed's result (docs/benchmarks.md, "Parameters and gradients
-        # in one tensor").
-        self.optimizer = Adam(self.params, lr=lr, eps=eps, fused=True)
+        # fused: one kernel for all parameters instead of a Python loop over them.
+        self.optimizer: torch.optim.Optimizer = torch.optim.Adam(self.params, lr=lr, eps=eps,
+                                                                 fused=True)
         self._init_lr_decay(self.optimizer, lr_decay_horizon)  # the adaptive step: in update
-        self.stats: dict[str, float] = {}
 
-    def update(self, rollouts: RolloutStorage) -> tuple[float, float, float]:
-        """``ppo_epoch`` passes over ``rollouts`` (returns computed); -> mean value_loss,
-        action_loss, dist_entropy over the minibatches."""
+    def update(self, rollouts: RolloutStorage) -> dict[str, float]:
+        """``ppo_epoch`` passes over ``rollouts`` (returns computed); -> the means of ``STATS``
+        over the minibatches."""
         advantages = self._advantages(rollouts)
         # Sums over minibatches, kept as tensors so there is one device sync per update.
         totals = torch.zeros(len(STATS), device=advantages.device)
@@ -96,9 +91,9 @@ class PPO(DecayingLr):
                 batches = rollouts.feed_forward_generator(advantages, self.num_mini_batch, **own)
             for b in batches:
                 loss, stats = self.loss(b)  # this method, or its compiled copy (speed.py)
-                self.flat.zero_grad()
+                self.optimizer.zero_grad()
                 loss.backward()
-                self.flat.clip_grad_norm(self.max_grad_norm)
+                nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
                 self.optimizer.step()
                 totals += stats
                 num_updates += 1
@@ -108,9 +103,7 @@ class PPO(DecayingLr):
 
         if self.actor_critic.value_norm is not None:  # for the next rollout's values
             self.actor_critic.value_norm.update(rollouts.returns[:-1])
-        means = dict(zip(STATS, (totals / num_updates).tolist()))
-        self.stats = {name: means[name] for name in ("approx_kl", "clip_fraction")}
-        return means["value_loss"], means["action_loss"], means["dist_entropy"]
+        return dict(zip(STATS, (totals / num_updates).tolist()))
 
     def _advantages(self, rollouts: RolloutStorage) -> torch.Tensor:
         """returns - value_preds (T, N, 1), standardized over the rollout if ``advantage_norm``
@@ -148,7 +141,7 @@ class PPO(DecayingLr):
             approx_kl = ((ratio - 1) - log_ratio).mean()
             clip_fraction = ((ratio - 1).abs() > self.clip_param).float().mean()
         terms = {"value_loss": value_loss, "action_loss": action_loss,
-                 "dist_entropy": dist_entropy, "approx_kl": approx_kl,
+                 "entropy": dist_entropy, "approx_kl": approx_kl,
                  "clip_fraction": clip_fraction}
         stats = torch.stack([terms[name] for name in STATS])
         loss = value_loss * self.value_loss_coef + action_loss - dist_entropy * self.entropy_coef

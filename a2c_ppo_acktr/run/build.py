@@ -1,10 +1,14 @@
-"""What a run is made of: its envs, policy, agent and reward model (GAIL's), restored from its
-checkpoint on --resume, the collector that samples for it and its evaluations. Bad input raises a
-``ConfigError`` or ``CheckpointError`` with one line, the envs closed."""
+"""What a run is made of: its envs, policy, agent and reward models (GAIL's, an intrinsic reward),
+restored from its checkpoint on --resume, the collector that samples for it and its evaluations.
+Bad input raises a ``ConfigError`` or ``CheckpointError`` with one line, the envs closed.
+
+What the checkpoint saves of a run is its components (``run_components``): each one's
+``state_dict`` under its name, loaded back by ``restore``. A reward model is added in
+``make_reward_models``: the loop then calls it and the checkpoint keeps its state."""
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Optional
 
 import numpy as np
@@ -12,14 +16,14 @@ import torch
 
 from a2c_ppo_acktr import algo, speed
 from a2c_ppo_acktr.algo import gail
-from a2c_ppo_acktr.algo.agent import load_optimizer_state
+from a2c_ppo_acktr.algo.agent import RewardModel, Stateful
 from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig, PolicyConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import Evaluations, InlineEvaluations, evaluate
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.run.checkpoint import RunPaths, check_checkpoint
+from a2c_ppo_acktr.run.checkpoint import RESERVED, RunPaths, check_checkpoint, component_states
 from a2c_ppo_acktr.run.tracking import video_prefix
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
@@ -104,19 +108,45 @@ def make_gail(cfg: GailConfig, env_name: str, gamma: float, envs: RunEnvs, devic
                            cfg.warmup_epoch, cfg.epoch)
 
 
+def make_reward_models(cfg: Config, envs: RunEnvs, device: torch.device
+                       ) -> dict[str, RewardModel]:
+    """The run's reward models by name (``algo.agent.RewardModel``): the place to add one (an
+    intrinsic reward). The loop calls each on every rollout, in this order, between the bootstrap
+    and the returns, and logs what it returns; the checkpoint keeps its ``state_dict`` under its
+    name."""
+    models: dict[str, RewardModel] = {}
+    if cfg.gail is not None:
+        models["gail"] = make_gail(cfg.gail, cfg.env.env_name, cfg.returns.gamma, envs, device)
+    return models
+
+
+def run_components(actor_critic: Policy, agent: algo.Agent,
+                   reward_models: Mapping[str, RewardModel]) -> dict[str, Stateful]:
+    """What of the run learns or adapts, by checkpoint key: the policy (under the key enjoy.py
+    reads), the agent, the reward models. ``checkpoint_state`` saves each one's ``state_dict``,
+    ``restore`` loads it back; neither names them."""
+    components: dict[str, Stateful] = {"actor_critic": actor_critic, "agent": agent,
+                                       **reward_models}
+    clash = sorted(set(components) & set(RESERVED))
+    if clash:
+        raise ValueError(f"component names {', '.join(clash)} are checkpoint keys of the run's own")
+    return components
+
+
 def restore(env_name: str, paths: RunPaths, resumed: dict, envs: RunEnvs,
-            actor_critic: Policy, agent: algo.Agent, discr: Optional[gail.Discriminator]) -> None:
-    """Load the checkpoint ``resumed`` into the run; ``CheckpointError`` if it does not fit."""
+            components: Mapping[str, Stateful]) -> None:
+    """Load the checkpoint ``resumed`` into the run's ``components``; ``CheckpointError`` if it
+    does not fit."""
     assert paths.checkpoint is not None  # --resume needs one (rundir.check_run)
     try:
         check_checkpoint(resumed, paths.checkpoint, env_name, space_shape(envs.observation_space),
                          envs.action_space)
-        actor_critic.load_state_dict(resumed["actor_critic"])
-        load_optimizer_state(agent.optimizer, resumed["optimizer"])
-        if discr is not None:
-            if resumed.get("gail") is None:
-                raise CheckpointError(f"{paths.checkpoint} was trained without --gail")
-            discr.load_full_state_dict(resumed["gail"])
+        states = component_states(resumed, components)
+        for name, component in components.items():
+            if states.get(name) is None:
+                raise CheckpointError(f"{paths.checkpoint} was trained without {name!r} (it "
+                                      "holds no state of it)")
+            component.load_state_dict(states[name])
     except (CheckpointError, RuntimeError, ValueError, KeyError) as e:
         raise CheckpointError(f"--resume: {str(e).splitlines()[0]}") from None
     if resumed["obs_rms"] is not None:
@@ -128,7 +158,7 @@ def restore(env_name: str, paths: RunPaths, resumed: dict, envs: RunEnvs,
 
 def build_run(cfg: Config, paths: RunPaths, device: torch.device,
               resumed: Optional[dict], rank: int) -> tuple:
-    """The run's envs, policy, agent and reward model (GAIL's, or None), restored from
+    """The run's envs, policy, agent and reward models (``make_reward_models``), restored from
     ``resumed``; bad input raises ``ConfigError`` (or ``CheckpointError``), with the envs
     closed."""
     env_steps = resumed["env_steps"] if resumed else 0
@@ -156,11 +186,10 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
         actor_critic = make_policy(obs_shape, envs.action_space,
                                    run_policy_kwargs(cfg.policy), device)
         agent = make_agent(cfg.algo, actor_critic, learner_generator(cfg, env_steps, device))
-        reward_model = None if cfg.gail is None else make_gail(
-            cfg.gail, cfg.env.env_name, cfg.returns.gamma, envs, device)
+        reward_models = make_reward_models(cfg, envs, device)
         if resumed:
-            restore(cfg.env.env_name, paths, resumed, envs, actor_critic, agent,
-                    reward_model.discr if reward_model else None)
+            restore(cfg.env.env_name, paths, resumed, envs,
+                    run_components(actor_critic, agent, reward_models))
         if cfg.run.compile:  # compiled on first use: in the first rollout and the first update
             speed.compile_policy(actor_critic, device)
             speed.compile_agent(agent, device)
@@ -173,26 +202,35 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
     except BaseException:
         envs.close()
         raise
-    return envs, actor_critic, agent, reward_model
+    return envs, actor_critic, agent, reward_models
 
 
 def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: Policy,
-                    device: torch.device, ddp: Optional[DDP], num_rollouts: int) -> Collector:
+                    device: torch.device, ddp: Optional[DDP], num_rollouts: int,
+                    agent: Optional[algo.Agent] = None) -> Collector:
     """The sampling mode, chosen once: the loop only calls the ``Collector`` interface.
 
     Ray workers (``--num-workers``, asynchronous or not: the workers decide), torchrun ranks,
-    a sampler thread (``--async-rollouts``), or this process between updates.
+    a sampler thread (``--async-rollouts``), or this process between updates. Then the speed
+    seam (``speed.speed_up``), once, on ``actor_critic``, ``agent`` and the storage the envs are
+    stepped into here (not a sampler thread's, which is running, nor the Ray workers').
     """
     common = (cfg.sampling.num_steps, cfg.returns.use_proper_time_limits, device)
+    collector: Collector
     if cfg.sampling.num_workers:
-        return RayCollector(envs, actor_critic, *common)
-    if ddp is not None:
-        return DDPCollector(ddp, envs, actor_critic, *common)
-    if cfg.sampling.in_thread:
+        collector = RayCollector(envs, actor_critic, *common)
+    elif ddp is not None:
+        collector = DDPCollector(ddp, envs, actor_critic, *common)
+    elif cfg.sampling.in_thread:
         behaviour = make_policy(space_shape(envs.observation_space), envs.action_space,
                                 run_policy_kwargs(cfg.policy), device)
-        return AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)
-    return Collector(envs, actor_critic, *common)
+        collector = AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)
+    else:
+        collector = Collector(envs, actor_critic, *common)
+    here = not (cfg.sampling.num_workers or cfg.sampling.in_thread)
+    speed.speed_up(actor_critic, agent, collector.rollouts if here else None,
+                   compiled=cfg.run.compile)
+    return collector
 
 
 def build_evaluations(cfg: Config, paths: RunPaths, collector: Collector,

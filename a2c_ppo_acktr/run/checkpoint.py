@@ -18,14 +18,13 @@ import os
 import time
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 import gymnasium as gym
 import torch
 
-from a2c_ppo_acktr.algo.agent import Agent
-from a2c_ppo_acktr.algo.gail import Discriminator
+from a2c_ppo_acktr.algo.agent import Stateful
 from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs import TorchVecEnv
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
@@ -39,6 +38,11 @@ save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain 
 
 # What enjoy.py / generate.py need from a checkpoint to rebuild its policy.
 POLICY_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
+# The keys of the run's own in a checkpoint, beside its components' (``checkpoint_state``);
+# "optimizer" is where checkpoints before the components kept the agent's optimizer.
+RESERVED = ("obs_rms", "env_steps", "torch_rng", "env_name", "env_kwargs", "algo", "seed",
+            "obs_shape", "action_space", "recurrent_policy", "policy_kwargs", "saved_at", "config",
+            "exact", "optimizer")
 
 
 class RunPaths(NamedTuple):
@@ -123,13 +127,13 @@ def check_checkpoint(ckpt: dict, path: str, env_name: str, obs_shape: Sequence[i
             raise CheckpointError(f"checkpoint {path} is for {key} {got!r}, expected {want!r}")
 
 
-def checkpoint_state(cfg: Config, actor_critic: Policy, agent: Agent,
-                     envs: Collector | TorchVecEnv, env_steps: int, obs_rms: Optional[dict],
-                     discr: Optional[Discriminator] = None) -> dict:
-    """Everything needed to rebuild and resume the run, as tensors and plain values."""
+def checkpoint_state(cfg: Config, components: Mapping[str, Stateful],
+                     envs: Collector | TorchVecEnv, env_steps: int, obs_rms: Optional[dict]) -> dict:
+    """Everything needed to rebuild and resume the run, as tensors and plain values: each
+    component's ``state_dict`` under its name (``run.build.run_components``) and the run's own
+    keys (``RESERVED``)."""
     return {
-        "actor_critic": actor_critic.state_dict(),
-        "optimizer": agent.optimizer.state_dict(),
+        **{name: component.state_dict() for name, component in components.items()},
         "obs_rms": obs_rms,
         "env_steps": env_steps,
         "torch_rng": torch.get_rng_state(),
@@ -141,12 +145,55 @@ def checkpoint_state(cfg: Config, actor_critic: Policy, agent: Agent,
         "action_space": str(envs.action_space),
         "recurrent_policy": cfg.policy.recurrent,
         "policy_kwargs": policy_kwargs(cfg.policy),  # the network's shape, for enjoy.py
-        "gail": discr.full_state_dict() if discr is not None else None,
         "saved_at": time.time(),  # wall clock: --resume drops the log rows written after it
         "config": cfg.record,  # the run's flags, versions, commit (run/config.py): --resume
         # The envs' and RNGs' states, for an exact resume (run/resume.py), if envs is a Collector
         "exact": exact_state(envs) if isinstance(envs, Collector) else None,
     }
+
+
+def component_states(ckpt: dict, components: Mapping[str, Any]) -> dict[str, Any]:
+    """Each component's state in ``ckpt`` by name (None where it holds none), read from where
+    older versions put it: the agent's optimizer under "optimizer", and A2C's RMSprop state as one
+    tensor for all parameters (``FlatParams``' layout, before the agents stepped plain
+    parameters)."""
+    states = {name: ckpt.get(name) for name in components}
+    if "agent" in components and states["agent"] is None and "optimizer" in ckpt:
+        states["agent"] = {"optimizer": _separate(ckpt["optimizer"],
+                                                  components["agent"].optimizer.param_groups)}
+    return states
+
+
+# FlatParams' layout: each parameter's segment started a multiple of ALIGN bytes after the last.
+ALIGN = 64
+
+
+def _separate(state: dict, groups: list[dict]) -> dict:
+    """An optimizer state of one flat tensor laid out as ``FlatParams`` laid the parameters of
+    ``groups`` (one group), as the state of those parameters; any other state as it is."""
+    params, saved = groups[0]["params"] if len(groups) == 1 else [], state["param_groups"]
+    if not (len(saved) == 1 and len(saved[0]["params"]) == 1 < len(params)):
+        return state
+    flat = state["state"].get(saved[0]["params"][0], {})
+    offsets = [0]
+    for p in params:
+        per_align = max(1, ALIGN // p.element_size())
+        offsets.append(offsets[-1] + -(-p.numel() // per_align) * per_align)
+    parts: dict[int, dict] = {i: {} for i in range(len(params))}
+    for key, value in flat.items():
+        if key == "step":
+            for entries in parts.values():
+                entries[key] = value.clone()
+            continue
+        if value.numel() != offsets[-1]:
+            raise ValueError(f"the optimizer state holds {value.numel()} values per state tensor, "
+                             f"the network's parameters laid out as one tensor {offsets[-1]}")
+        for i, (p, offset) in enumerate(zip(params, offsets)):
+            part = parts[i][key] = torch.empty_like(p.detach())  # its strides: channels_last too
+            order = sorted(range(p.dim()), key=lambda d: -p.stride()[d])
+            part.permute(order).view(-1).copy_(value[offset:offset + p.numel()])
+    return {"state": parts if flat else {},
+            "param_groups": [{**saved[0], "params": list(range(len(params)))}]}
 
 
 def find_checkpoint(load_dir: str, env_name: Optional[str], algo: Optional[str] = None,

@@ -9,14 +9,14 @@ import functools
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
 import numpy as np
 
 from a2c_ppo_acktr.algo import Agent
-from a2c_ppo_acktr.algo.gail import Discriminator, GailReward
+from a2c_ppo_acktr.algo.agent import RewardModel
 from a2c_ppo_acktr.config import RunConfig
 from a2c_ppo_acktr.errors import CheckpointError, program
 from a2c_ppo_acktr.evaluation import Evaluations
@@ -30,8 +30,8 @@ from a2c_ppo_acktr.run.tracking import Tracker
 from a2c_ppo_acktr.sampling.ddp import DDP
 from a2c_ppo_acktr.speed import compile_seconds
 
-# (env steps, obs_rms, discriminator or None) -> the checkpoint's dict (checkpoint_state's)
-StateFn = Callable[[int, Optional[dict], Optional[Discriminator]], dict]
+# (env steps, obs_rms) -> the checkpoint's dict (checkpoint_state's, of the run's components)
+StateFn = Callable[[int, Optional[dict]], dict]
 
 
 @dataclass
@@ -48,8 +48,8 @@ class Run:
     lead: bool                  # logs, saves and evaluates (rank 0 under torchrun)
     collector: Collector
     actor_critic: Policy
-    agent: Agent                # algo.PPO or algo.A2C_ACKTR: update(rollouts) -> 3 losses
-    reward_model: Optional[GailReward]  # (rollouts, update) -> stats: GAIL's rewards, or None
+    agent: Agent                # algo.PPO or algo.A2C_ACKTR: update(rollouts) -> statistics
+    reward_models: list[RewardModel]  # each (rollouts, update) -> statistics: GAIL, ...
     updates: range              # the updates still to run
     steps_per_update: int       # num_steps * envs of all ranks
     evaluator: Evaluations      # --eval-interval: where evaluations run (build_evaluations)
@@ -74,11 +74,10 @@ class Run:
         if self.lead:
             print(message, file=stream or sys.stderr, flush=True)
 
-    def after_update(self, update: int, losses: tuple[float, float, float],
-                     reward_stats: dict) -> Optional[int]:
-        """The run's steps after ``update``, which gave ``losses`` (value, action, entropy) and
-        the reward model's ``reward_stats``; -> None to go on, or the exit status."""
-        if (status := self.check_losses(update, losses)) is not None:
+    def after_update(self, update: int, stats: Mapping[str, float]) -> Optional[int]:
+        """The run's steps after ``update``, which gave ``stats`` (the agent's and the reward
+        models' statistics); -> None to go on, or the exit status."""
+        if (status := self.check_losses(update, stats)) is not None:
             return status
         if self.settings.compile and update == self.updates.start:  # both compiled by now
             self.say(f"torch.compile: {compile_seconds():.1f} s compiling the act step and the "
@@ -91,7 +90,7 @@ class Run:
         # A stopped run's last update is logged as a finished run's is (its rows written, the
         # evaluations under way waited for): a resumed run's logs then have no gap.
         returns = list(self.collector.episode_returns)
-        self.log(update, last or stopping, returns, losses, reward_stats)
+        self.log(update, last or stopping, returns, stats)
         self.evaluate(update, last or stopping, due=len(returns) > 1)
         if stopping:
             self.say(f"interrupted at {self.env_steps:,} steps; " + (
@@ -100,12 +99,13 @@ class Run:
             return self.stop.exit_status
         return None
 
-    def check_losses(self, update: int, losses: tuple[float, float, float]) -> Optional[int]:
-        """1 (and one line) when a loss is not finite: training on would only spread it."""
-        if all(math.isfinite(x) for x in losses):
+    def check_losses(self, update: int, stats: Mapping[str, float]) -> Optional[int]:
+        """1 (and one line) when a statistic (a loss) is not finite: training on would only
+        spread it."""
+        if all(math.isfinite(x) for x in stats.values()):
             return None
-        self.say(f"{program()}: error: non-finite loss at update {update} (value {losses[0]}, "
-                 f"action {losses[1]}, entropy {losses[2]}); stopped, "
+        values = ", ".join(f"{name} {value}" for name, value in stats.items())
+        self.say(f"{program()}: error: non-finite loss at update {update} ({values}); stopped, "
                  f"{left_behind(self.paths, self.saved_steps)}")
         return 1
 
@@ -123,8 +123,7 @@ class Run:
         if not (self.lead and self.paths.checkpoint
                 and (update % every == 0 or last or stopping or keep)):
             return None
-        discr = self.reward_model.discr if self.reward_model else None
-        state = self.state(self.env_steps, self.collector.obs_rms, discr)
+        state = self.state(self.env_steps, self.collector.obs_rms)
         try:
             save_checkpoint(state, self.paths.checkpoint)
             if keep:  # a permanent copy beside the latest (tmrl's model history)
@@ -139,16 +138,15 @@ class Run:
         return None
 
     def log(self, update: int, last: bool, returns: list[float],
-            losses: tuple[float, float, float], reward_stats: dict) -> None:
+            stats: Mapping[str, float]) -> None:
         """The progress line; every ``log_interval`` updates and at the last, a progress.csv row
         and the report on stdout (the lead's)."""
         fps = int((self.env_steps - self.start_steps) / (time.time() - self.start_time))
         self.progress.update(self.env_steps, fps, float(np.mean(returns)) if returns else float("nan"))
         if self.lead and (update % self.settings.log_interval == 0 or last):
-            row = progress_row(update, self.env_steps, fps, returns, losses, self.agent.stats,
+            row = progress_row(update, self.env_steps, fps, returns, stats,
                                self.agent.optimizer.param_groups[0]["lr"],
-                               time.time() - self.start_time, **reward_stats,
-                               **self.collector.stats())
+                               time.time() - self.start_time, **self.collector.stats())
             self.logs[0].log(row, self.env_steps)
             self.say(format_report(row, len(returns)), sys.stdout)
 

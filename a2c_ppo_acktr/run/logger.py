@@ -156,38 +156,37 @@ RETURN_COLUMNS = ("mean_return", "median_return", "min_return", "max_return")
 
 
 def progress_row(update: int, env_steps: int, fps: int, returns: list[float],
-                 losses: tuple[float, float, float], agent_stats: dict, lr: float,
-                 elapsed: float, **extra: float) -> dict:
+                 stats: Mapping[str, float], lr: float, elapsed: float, **extra: float) -> dict:
     """One row of ``progress.csv``; ``returns``: raw returns of the last finished episodes (none
-    yet, e.g. just after ``--resume``: empty cells rather than NaN); ``extra``: the collector's
-    and GAIL's columns."""
-    value_loss, action_loss, entropy = losses
+    yet, e.g. just after ``--resume``: empty cells rather than NaN); ``stats``: every statistic
+    the agent's update and the reward models returned, each a column; ``extra``: the
+    collector's columns."""
     rewards = np.array(returns)
-    stats = {"mean_return": float(np.mean(rewards)), "median_return": float(np.median(rewards)),
-             "min_return": float(np.min(rewards)), "max_return": float(np.max(rewards))
-             } if returns else dict.fromkeys(RETURN_COLUMNS, "")
-    return {"update": update, "timesteps": env_steps, "fps": fps, **stats,
-            "value_loss": value_loss, "action_loss": action_loss, "entropy": entropy,
-            "approx_kl": agent_stats.get("approx_kl", float("nan")),
-            "clip_fraction": agent_stats.get("clip_fraction", float("nan")),
-            "kl_clip_scale": agent_stats.get("kl_clip_scale", float("nan")),
+    returns_stats = {
+        "mean_return": float(np.mean(rewards)), "median_return": float(np.median(rewards)),
+        "min_return": float(np.min(rewards)), "max_return": float(np.max(rewards))
+    } if returns else dict.fromkeys(RETURN_COLUMNS, "")
+    return {"update": update, "timesteps": env_steps, "fps": fps, **returns_stats, **stats,
             "lr": lr, "time": elapsed, **extra}
+
+
+# The agent's statistics on the console (name, label, format), where the row has them.
+REPORTED = (("entropy", " entropy", ".4f"), ("value_loss", "value loss", ".4f"),
+            ("action_loss", "action loss", ".4f"), ("approx_kl", "approx kl", ".4f"),
+            ("clip_fraction", "clip fraction", ".3f"), ("kl_clip_scale", "kl-clip scale", ".3f"))
 
 
 def format_report(row: dict, episodes: int) -> str:
     """The periodic log block of ``main.py`` for a ``progress_row`` (``episodes``: how many
-    finished episodes the returns are over); optional lines appear when their columns do."""
+    finished episodes the returns are over): a curated few of its columns (progress.csv has them
+    all); optional lines appear when their columns do."""
     lines = [f"Updates {row['update']}, num timesteps {row['timesteps']}, FPS {row['fps']} ",
              f" Last {episodes} training episodes: mean/median reward "
              f"{row['mean_return']:.1f}/{row['median_return']:.1f}, min/max reward "
              f"{row['min_return']:.1f}/{row['max_return']:.1f}" if episodes
              else " No training episode has ended yet",
-             f" entropy {row['entropy']:.4f}, value loss {row['value_loss']:.4f}, "
-             f"action loss {row['action_loss']:.4f}"]
-    if math.isfinite(row["approx_kl"]):  # PPO only
-        lines[-1] += f", approx kl {row['approx_kl']:.4f}, clip fraction {row['clip_fraction']:.3f}"
-    if math.isfinite(row.get("kl_clip_scale", float("nan"))):  # ACKTR only
-        lines[-1] += f", kl-clip scale {row['kl_clip_scale']:.3f}"
+             ", ".join(f"{label} {row[name]:{form}}" for name, label, form in REPORTED
+                       if name in row)]
     if "time_step_duration_mean" in row:  # real-time envs
         lines.append(f" real-time time-outs {row['timeouts']}, time step "
                      f"{1e3 * row['time_step_duration_mean']:.1f}±"

@@ -15,7 +15,7 @@ barest form, and adds them up per env step:
           log-probability, under ``torch.inference_mode``.
   update  one gradient step on a minibatch: the same forward, the PPO (or A2C) loss, backward,
           gradient-norm clipping and fused Adam (foreach RMSprop for A2C; torch's functional
-          step, ``algo/optim.py``, without ``torch.optim.Optimizer``'s hooks), times the number of
+          step, ``speed/optim.py``, without ``torch.optim.Optimizer``'s hooks), times the number of
           such steps per env step the case makes (PPO: epochs x minibatches / (envs x steps)).
 
 ceiling fps = 1 / (env / N + act / N + update share). Nothing a real trainer needs on top
@@ -36,7 +36,7 @@ import gymnasium as gym
 import torch
 import torch.nn.functional as F
 
-from a2c_ppo_acktr.algo.optim import Adam, RMSprop
+from a2c_ppo_acktr.speed.optim import functional_step
 from cases import CASES
 
 BENCH_FPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fps.py")
@@ -138,9 +138,10 @@ def time_parts(c, seconds=1.0):
     ppo = c["algo"] == "ppo"
     batch = n * c["n_steps"] // (c["minibatches"] if ppo else 1)
     if ppo:
-        opt: Adam | RMSprop = Adam(params, lr=c["lr"], eps=1e-5, fused=True)
+        opt: torch.optim.Optimizer = torch.optim.Adam(params, lr=c["lr"], eps=1e-5, fused=True)
     else:
-        opt = RMSprop(params, lr=c["lr"], eps=1e-5, alpha=0.99, foreach=True)
+        opt = torch.optim.RMSprop(params, lr=c["lr"], eps=1e-5, alpha=0.99, foreach=True)
+    functional_step(opt)
     xb = torch.randn(batch, n_obs)
     ab = torch.randint(0, n_act, (batch, 1)) if discrete else torch.randn(batch, n_act)
     adv, ret, old_lp = torch.randn(batch, 1), torch.randn(batch, 1), torch.randn(batch, 1)

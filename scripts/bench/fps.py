@@ -6,6 +6,7 @@
     python scripts/bench/fps.py --cases c --against async --vec-env shmem
     python scripts/bench/fps.py --cases a d --ours eager compile bf16   # our speed options
     python scripts/bench/fps.py --cases a --seeds 1 --total 2048        # a quick check of the script
+    A2C_PPO_ACKTR_SPEED=layers python scripts/bench/fps.py --cases a --against plain  # the seam
 
 Each measurement runs in a fresh subprocess (so peak memory is its own), alternating ours and SB3
 seed by seed so that machine noise hits both alike. Reported: env-steps/s (wall time of env
@@ -18,7 +19,9 @@ was learned at equal env steps). Case (e), raw vector-env stepping, comes from
 ours as several variants, each a row with its ratio to SB3: ``eager`` (as ``main.py`` runs by
 default), ``compile`` (``--compile``), ``bf16`` (``--precision bf16``), ``compile+bf16``. A variant
 that ``main.py`` refuses here (bf16 on a CPU without native bf16) gets a row saying so instead of
-figures.
+figures. ``--against plain`` compares ours, with the speed seam's mechanisms that
+``A2C_PPO_ACKTR_SPEED`` names (default all), with ours with the seam off (docs/design.md, "The
+speed seam").
 
 Both optimise the same loss: SB3 gets ``clip_range_vf`` (our PPO clips the value loss, as the
 original), ours a value-loss coefficient that matches SB3's ``vf_coef`` (``value_loss_coef``).
@@ -49,7 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Our variants (--ours): the flags each adds to the case's command; "ours" is the plain one.
 VARIANTS = {"eager": [], "compile": ["--compile"], "bf16": ["--precision", "bf16"],
             "compile+bf16": ["--compile", "--precision", "bf16"]}
-IMPLS = {"ours": [], "async": ["--async-rollouts"],
+IMPLS = {"ours": [], "async": ["--async-rollouts"], "plain": [],
          **{f"ours+{name}": flags for name, flags in VARIANTS.items() if flags}}
 
 
@@ -171,6 +174,8 @@ def one_measurement(impl, case, seed, vec_env, total=None):
     if impl == "sb3":
         import stable_baselines3.common.env_util  # noqa: F401
     else:
+        if impl == "plain":  # the speed seam off: read when main.py imports the package
+            os.environ["A2C_PPO_ACKTR_SPEED"] = "none"
         train = load_main()
     with tempfile.TemporaryDirectory() as workdir:
         start = time.perf_counter()
@@ -217,8 +222,9 @@ def main(argv=None):
     p.add_argument("--cases", nargs="+", default=list("abcde"), choices=list("abcde"))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2],
                    help="one alternating round (ours, SB3) per seed")
-    p.add_argument("--against", choices=["sb3", "async"], default="sb3",
-                   help="compare ours with SB3 (default) or with ours under --async-rollouts")
+    p.add_argument("--against", choices=["sb3", "async", "plain"], default="sb3",
+                   help="compare ours with SB3 (default), with ours under --async-rollouts, or "
+                   "with ours with the speed seam off (plain)")
     p.add_argument("--vec-env", choices=["dummy", "shmem", "ale", "ale-pipelined", "native"],
                    default=None,
                    help="our --vec-env (default: auto)")
@@ -269,7 +275,7 @@ def compare(case, ours, other, seeds, vec_env, total):
         mean_return = sum(x["return"] for x in runs) / len(runs)
         print(f"{case:<5}{impl:<18}{fps:>13.0f}{mem:>10.0f}{mean_return:>9.1f}   "
               + ", ".join(f"{x['fps']:.0f}/{x['return']:.1f}" for x in runs), flush=True)
-    pairs = ([(impl, "sb3", f"{impl}/sb3") for impl in ours] if other == "sb3"
+    pairs = ([(impl, other, f"{impl}/{other}") for impl in ours] if other in ("sb3", "plain")
              else [("async", ours[0], f"async/{ours[0]}")])
     c = CASES[case]
     for a, b, name in pairs:

@@ -26,8 +26,7 @@ def test_a2c_update_prefers_rewarded_action_and_fits_values(recurrent):
     value_losses = []
     for _ in range(30):
         rollouts = bandit_rollout(policy, torch.tensor([[1.0], [0.0]]))
-        value_loss, action_loss, entropy = agent.update(rollouts)
-        value_losses.append(value_loss)
+        value_losses.append(agent.update(rollouts)["value_loss"])
     assert prob_of_action_0(policy, probe) > before + 0.1
     assert sum(value_losses[-5:]) < sum(value_losses[:5])
 
@@ -53,8 +52,8 @@ def test_acktr_update_prefers_rewarded_action_and_fits_values():
     before = prob_of_action_0(policy, probe)
     value_losses = []
     for _ in range(30):
-        value_loss, _, _ = agent.update(bandit_rollout(policy, torch.tensor([[1.0], [0.0]])))
-        value_losses.append(value_loss)
+        stats = agent.update(bandit_rollout(policy, torch.tensor([[1.0], [0.0]])))
+        value_losses.append(stats["value_loss"])
     assert prob_of_action_0(policy, probe) > before + 0.1
     assert sum(value_losses[-5:]) < sum(value_losses[:5])
     # Every Linear layer of the policy has its Kronecker factors.
@@ -107,8 +106,7 @@ def test_acktr_kl_clip_setting_scales_the_step():
         r.obs.normal_()
         r.actions.random_(0, 2)
         r.returns.normal_()
-        agent.update(r)
-        scales.append(agent.stats["kl_clip_scale"])
+        scales.append(agent.update(r)["kl_clip_scale"])
     assert scales[0] == 1.0 and 0 < scales[1] < 1e-2
 
 
@@ -123,9 +121,9 @@ def test_acktr_cnn_base_updates_conv_layers():
     r.returns.normal_()
     convs = [m for m in policy.modules() if isinstance(m, torch.nn.Conv2d)]
     before = [m.weight.detach().clone() for m in convs]
-    losses = agent.update(r)
-    assert all(map(math.isfinite, losses))
-    assert 0 < agent.stats["kl_clip_scale"] <= 1  # K-FAC's trust-region factor, logged
+    stats = agent.update(r)
+    assert all(map(math.isfinite, stats.values()))
+    assert 0 < stats["kl_clip_scale"] <= 1  # K-FAC's trust-region factor, logged
     for m, w in zip(convs, before):
         state = agent.optimizer.state[m.weight]
         k = m.in_channels * m.kernel_size[0] * m.kernel_size[1] + 1

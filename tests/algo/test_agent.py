@@ -1,6 +1,6 @@
 """The agents' learning-rate schedules (algo/agent.py, PPO's adaptive KL rate) and the Agent
-interface that the loop relies on; the parameters as one tensor (FlatParams) and its clipping,
-against torch's own optimizers and clipping."""
+interface that the loop relies on: statistics by name, state for checkpoints (with the layout
+older checkpoints saved A2C's optimizer in), torch.optim's own optimizers."""
 import copy
 
 import pytest
@@ -8,9 +8,10 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, LinearDecay
-from a2c_ppo_acktr.algo.agent import FlatParams, load_optimizer_state
+from a2c_ppo_acktr.algo.agent import Agent, Stateful
 from a2c_ppo_acktr.algo.ppo import KL_LR_FACTOR
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.run.checkpoint import component_states
 from a2c_ppo_acktr.storage import RolloutStorage
 
 
@@ -69,126 +70,113 @@ def test_adaptive_lr_follows_the_kl(lr, desired_kl, factor):
     assert agent.optimizer.param_groups[0]["lr"] == pytest.approx(lr * factor)
 
 
-@pytest.mark.parametrize("scale", [1e-3, 10.0])  # under and over max_norm
-def test_clip_grad_norm_is_torchs_bit_for_bit(scale):
+AGENTS = {
+    "ppo": lambda p: PPO(p, 0.2, 2, 2, 0.5, 0.01, lr=3e-4, eps=1e-5, max_grad_norm=0.5),
+    "a2c": lambda p: A2C_ACKTR(p, 0.5, 0.01, lr=7e-4, eps=1e-5, alpha=0.99, max_grad_norm=0.5),
+    "acktr": lambda p: A2C_ACKTR(p, 0.5, 0.01, acktr=True),
+}
+COLUMNS = {"ppo": ["value_loss", "action_loss", "entropy", "approx_kl", "clip_fraction"],
+           "a2c": ["value_loss", "action_loss", "entropy"],
+           "acktr": ["value_loss", "action_loss", "entropy", "kl_clip_scale"]}
+
+
+@pytest.mark.parametrize("algo", AGENTS)
+def test_update_returns_its_statistics_by_name(algo):
+    """progress.csv's columns, as before the statistics were a mapping."""
+    policy = Policy((3,), spaces.Discrete(2))
+    agent = AGENTS[algo](policy)
+    assert isinstance(agent, Stateful)
+    stats = agent.update(_rollout(policy))
+    assert list(stats) == COLUMNS[algo] and all(isinstance(v, float) for v in stats.values())
+
+
+@pytest.mark.parametrize("algo", AGENTS)
+def test_an_agent_resumes_from_its_state_dict(algo):
     torch.manual_seed(0)
-    params = [torch.nn.Parameter(torch.randn(*shape)) for shape in ((64, 4), (64,), (2, 64), (3,))]
-    grads = [torch.randn_like(p) * scale for p in params]
-    flat = FlatParams(params)
-    for p, g in zip(params, grads):
-        p.grad.copy_(g)
-    total = flat.clip_grad_norm(0.5)
-    ours = [p.grad.clone() for p in params]
-    for p, g in zip(params, grads):
-        p.grad = g.clone()
-    want = torch.nn.utils.clip_grad_norm_(params, 0.5, foreach=True)
-    assert torch.equal(total, want)
-    assert all(torch.equal(a, p.grad) for a, p in zip(ours, params))
-
-
-def test_flat_params_are_views_that_keep_their_values():
-    policy = Policy((3,), spaces.Box(-1, 1, (2,)))
-    before = copy.deepcopy(policy.state_dict())
-    flat = FlatParams(list(policy.parameters()))
-    assert flat.flat.numel() >= sum(p.numel() for p in policy.parameters())
-    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())
-    with torch.no_grad():
-        flat.flat.add_(1.0)  # one op moves every parameter
-    assert all(torch.equal(before[k] + 1, v) for k, v in policy.state_dict().items())
-    policy.zero_grad()  # set_to_none elsewhere: zero_grad links the views again
-    assert all(p.grad is None for p in policy.parameters())
-    flat.zero_grad()
-    policy.get_value(torch.ones(4, 3), torch.zeros(4, 1), torch.ones(4, 1)).sum().backward()
-    assert flat.grad.abs().sum() > 0  # backward added into the one gradient tensor
-
-
-@pytest.mark.parametrize("batch", [1, 2, 3, 8])
-def test_flat_params_act_as_the_separate_tensors(batch):
-    """The views start aligned: a matrix product on a weight that starts elsewhere can round
-    differently (on this CPU a (1, 64) action layer on 2 or 3 rows did)."""
-    torch.manual_seed(0)
-    policy = Policy((3,), spaces.Box(-1, 1, (1,)))
-    reference = copy.deepcopy(policy)
-    FlatParams(list(policy.parameters()))
-    obs, hxs, masks = torch.randn(batch, 3), torch.zeros(batch, 1), torch.ones(batch, 1)
-    with torch.inference_mode():
-        ours = policy.act(obs, hxs, masks, deterministic=True)
-        want = reference.act(obs, hxs, masks, deterministic=True)
-    assert all(torch.equal(a, b) for a, b in zip(ours, want))
-
-
-def _torchs_update(reference, optimizer, loss, max_grad_norm):
-    """One step as torch does it on the separate tensors."""
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(list(reference.parameters()), max_grad_norm, foreach=True)
-    optimizer.step()
-
-
-@pytest.mark.parametrize("space", [spaces.Discrete(3), spaces.Box(-1, 1, (2,))])
-def test_a2c_steps_its_flat_params_as_torchs_rmsprop(space):
-    torch.manual_seed(0)
-    policy = Policy((3,), space)
-    reference = copy.deepcopy(policy)  # its parameters stay apart: the loss, on torch's own
-    agent = A2C_ACKTR(policy, 0.5, 0.01, lr=7e-4, eps=1e-5, alpha=0.99, max_grad_norm=0.5)
-    ref_agent = A2C_ACKTR(copy.deepcopy(reference), 0.5, 0.01, lr=7e-4, eps=1e-5, alpha=0.99,
-                          max_grad_norm=0.5)
-    ref_agent.actor_critic = reference
-    optimizer = torch.optim.RMSprop(reference.parameters(), 7e-4, eps=1e-5, alpha=0.99,
-                                    foreach=True)
-    for _ in range(5):
-        rollouts = _rollout(policy, space=space)
-        agent.update(rollouts)
-        T, N, _ = rollouts.rewards.shape
-        obs, masks, actions, returns = (x[:T].reshape(T * N, *x.shape[2:]) for x in
-                                        (rollouts.obs, rollouts.masks, rollouts.actions,
-                                         rollouts.returns))
-        loss, _, _ = ref_agent.loss(obs, rollouts.recurrent_hidden_states[0], masks, actions,
-                                    returns)
-        _torchs_update(reference, optimizer, loss, 0.5)
-        assert all(torch.equal(a, b) for a, b in zip(policy.parameters(), reference.parameters()))
-
-
-@pytest.mark.parametrize("space", [spaces.Discrete(2), spaces.Box(-1, 1, (1,))])
-def test_ppo_steps_as_torchs_adam_with_flat_gradients(space):
-    torch.manual_seed(0)
-    policy = Policy((3,), space)
-    reference = copy.deepcopy(policy)  # its parameters stay apart: the loss, on torch's own
-    agent = PPO(policy, 0.2, 1, 1, 0.5, 0.01, lr=3e-4, eps=1e-5, max_grad_norm=0.5)
-    ref_agent = PPO(copy.deepcopy(reference), 0.2, 1, 1, 0.5, 0.01, lr=3e-4, eps=1e-5,
-                    max_grad_norm=0.5)
-    ref_agent.actor_critic = reference
-    optimizer = torch.optim.Adam(reference.parameters(), 3e-4, eps=1e-5, fused=True)
-    for _ in range(5):
-        rollouts = _rollout(policy, space=space)
-        torch.manual_seed(1)  # the same minibatch order
-        agent.update(rollouts)
+    policies = [Policy((3,), spaces.Discrete(2)) for _ in range(2)]
+    policies[1].load_state_dict(policies[0].state_dict())
+    agents = [AGENTS[algo](p) for p in policies]
+    agents[0].update(_rollout(policies[0]))
+    policies[1].load_state_dict(policies[0].state_dict())
+    agents[1].load_state_dict(copy.deepcopy(agents[0].state_dict()))
+    for policy, agent in zip(policies, agents):
         torch.manual_seed(1)
-        batch = next(rollouts.feed_forward_generator(ref_agent._advantages(rollouts), 1))
-        loss, _ = ref_agent.loss(batch)
-        _torchs_update(reference, optimizer, loss, 0.5)
-        assert all(torch.equal(a, b) for a, b in zip(policy.parameters(), reference.parameters()))
+        agent.update(_rollout(policy))
+    assert all(torch.equal(a, b) for a, b in zip(policies[0].parameters(), policies[1].parameters()))
+
+
+class AdaptiveEntropy(PPO):
+    """A researcher's PPO: an entropy coefficient that adapts, kept in the agent's state."""
+
+    def update(self, rollouts: RolloutStorage) -> dict[str, float]:
+        stats = super().update(rollouts)
+        self.entropy_coef *= 0.9 if stats["entropy"] < 0.6 else 1.1
+        return {**stats, "entropy_coef": self.entropy_coef}
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "entropy_coef": self.entropy_coef}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        self.entropy_coef = state_dict["entropy_coef"]
+
+
+def test_a_subclass_adds_its_own_state_and_statistics():
+    policy = Policy((3,), spaces.Discrete(2))
+    agent: Agent = AdaptiveEntropy(policy, 0.2, 1, 1, 0.5, 0.01, lr=3e-4, eps=1e-5,
+                                   max_grad_norm=0.5)
+    stats = agent.update(_rollout(policy))
+    assert stats["entropy_coef"] == agent.entropy_coef != 0.01
+    fresh = AdaptiveEntropy(policy, 0.2, 1, 1, 0.5, 0.01, lr=3e-4, eps=1e-5, max_grad_norm=0.5)
+    fresh.load_state_dict(agent.state_dict())
+    assert fresh.entropy_coef == agent.entropy_coef
+
+
+def _as_flat(state: dict, params: list) -> dict:
+    """An optimizer state of separate tensors as FlatParams laid it out (A2C's checkpoints
+    before its parameters were plain): one tensor, each part in memory order, padded to 64
+    bytes."""
+    def laid(t):
+        values = t.permute(sorted(range(t.dim()), key=lambda d: -t.stride()[d])).reshape(-1)
+        return torch.cat([values, values.new_zeros(-(-t.numel() // 16) * 16 - t.numel())])
+    parts = [state["state"][i] for i in range(len(params))]
+    return {"state": {0: {k: parts[0][k] if k == "step" else torch.cat([laid(p[k]) for p in parts])
+                          for k in parts[0]}},
+            "param_groups": [{**state["param_groups"][0], "params": [0]}]}
 
 
 @pytest.mark.parametrize("obs_shape", [(3,), (4, 84, 84)])  # the CNN's convolutions: channels_last
-def test_a2c_loads_the_optimizer_state_of_separate_tensors(obs_shape):
-    """A checkpoint from before A2C stepped one flat tensor resumes to the same weights."""
+def test_an_old_a2c_checkpoint_of_one_flat_tensor_resumes(obs_shape):
+    """A checkpoint from when A2C stepped its parameters as one flat tensor, its optimizer under
+    "optimizer", resumes to the same weights as the separate tensors would."""
     torch.manual_seed(0)
     policy = Policy(obs_shape, spaces.Discrete(2))
     reference = copy.deepcopy(policy)
-    optimizer = torch.optim.RMSprop(reference.parameters(), 7e-4, eps=1e-5, alpha=0.99)
+    optimizer = torch.optim.RMSprop(reference.parameters(), 7e-4, eps=1e-5, alpha=0.99,
+                                    foreach=False)
     for p in reference.parameters():
         p.grad = torch.randn_like(p)
     optimizer.step()
-    agent = A2C_ACKTR(policy, 0.5, 0.01, lr=7e-4, eps=1e-5, alpha=0.99, max_grad_norm=0.5)
+    agent = AGENTS["a2c"](policy)
     policy.load_state_dict(reference.state_dict())
-    load_optimizer_state(agent.optimizer, copy.deepcopy(optimizer.state_dict()))
+    ckpt = {"optimizer": _as_flat(copy.deepcopy(optimizer.state_dict()), agent.params)}
+    agent.load_state_dict(component_states(ckpt, {"agent": agent})["agent"])
     for p, q in zip(policy.parameters(), reference.parameters()):
-        p.grad.copy_(q.grad)
+        p.grad = q.grad.clone()
     optimizer.step()
     agent.optimizer.step()
     assert all(torch.equal(a, b) for a, b in zip(policy.parameters(), reference.parameters()))
-    state = optimizer.state_dict()
-    state["state"].pop(0)  # one entry missing: refused in one line
-    with pytest.raises(ValueError, match="holds 11 of"):
-        load_optimizer_state(agent.optimizer, state)
+    # An old checkpoint of separate tensors loads as it is.
+    ckpt = {"optimizer": copy.deepcopy(optimizer.state_dict())}
+    assert component_states(ckpt, {"agent": agent})["agent"] == {"optimizer": ckpt["optimizer"]}
+    ckpt["optimizer"]["state"][0]["square_avg"] = torch.zeros(3)
+    with pytest.raises(ValueError):
+        agent.load_state_dict(component_states(_flat_of(ckpt), {"agent": agent})["agent"])
+
+
+def _flat_of(ckpt):
+    """A flat state of the wrong size: refused."""
+    state = ckpt["optimizer"]
+    return {"optimizer": {"state": {0: {"step": state["state"][1]["step"],
+                                        "square_avg": torch.zeros(5)}},
+                          "param_groups": [{**state["param_groups"][0], "params": [0]}]}}

@@ -7,7 +7,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, KFACOptimizer, optim
+from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, KFACOptimizer
 from a2c_ppo_acktr.envs import get_vec_normalize
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("algo, cls, optimizer", [
-    ("ppo", PPO, optim.Adam), ("a2c", A2C_ACKTR, optim.RMSprop),
+    ("ppo", PPO, torch.optim.Adam), ("a2c", A2C_ACKTR, torch.optim.RMSprop),
     ("acktr", A2C_ACKTR, KFACOptimizer)])
 def test_make_agent_builds_the_flags_algorithm(algo, cls, optimizer):
     cfg = get_config(["--algo", algo, "--lr", "3e-4", "--num-mini-batch", "4"]).algo
@@ -63,12 +63,12 @@ def test_an_unknown_algorithm_is_refused_with_the_flags_before_make_agent():
 def test_build_run_makes_the_flags_envs_policy_and_agent(tmp_path):
     cfg = get_config(TINY + ["--algo", "ppo", "--hidden-size", "16", "--recurrent-policy"])
     paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
-    envs, policy, agent, reward_model = build.build_run(cfg, paths, "cpu", None, rank=0)
+    envs, policy, agent, reward_models = build.build_run(cfg, paths, "cpu", None, rank=0)
     try:
         assert envs.num_envs == 2 and get_vec_normalize(envs) is not None
         assert policy.is_recurrent and policy.recurrent_hidden_state_size == 16
         assert isinstance(agent, PPO) and agent.actor_critic is policy
-        assert reward_model is None
+        assert reward_models == {}
     finally:
         envs.close()
 

@@ -20,7 +20,7 @@ from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.run import export
 from a2c_ppo_acktr.run.arguments import config_from_args, get_args
-from a2c_ppo_acktr.run.build import make_agent
+from a2c_ppo_acktr.run.build import make_agent, run_components
 from a2c_ppo_acktr.run.checkpoint import (
     build_policy,
     checkpoint_state,
@@ -67,8 +67,8 @@ def make_checkpoint(path, env_name, *flags, obs_rms=None, edit=None):
     if edit is not None:
         with torch.no_grad():
             edit(policy)
-    save_checkpoint(checkpoint_state(cfg, policy, make_agent(cfg.algo, policy), envs, 100, obs_rms),
-                    path)
+    components = run_components(policy, make_agent(cfg.algo, policy), {})
+    save_checkpoint(checkpoint_state(cfg, components, envs, 100, obs_rms), path)
     envs.close()
     return str(path)
 

@@ -14,7 +14,7 @@ from a2c_ppo_acktr.run.checkpoint import RunPaths, history_path
 from a2c_ppo_acktr.run.interrupt import StopRequest
 from a2c_ppo_acktr.run.life import Run
 
-LOSSES = (0.5, -0.1, 0.6)
+LOSSES = {"value_loss": 0.5, "action_loss": -0.1, "entropy": 0.6}
 
 
 class Evaluations:
@@ -28,17 +28,17 @@ class Evaluations:
 
 def make_run(tmp_path, updates=range(6), save_interval=4, save_history=None, ddp=None,
              eval_interval=None, lead=True):
-    """A Run of ``updates`` x 8 steps whose checkpoints record (env steps, obs_rms, discr)."""
+    """A Run of ``updates`` x 8 steps whose checkpoints record (env steps, obs_rms)."""
     states = []
     collector = types.SimpleNamespace(obs_rms={"ob_rms": 1}, episode_returns=[1.0, 2.0],
                                       stats=lambda: {"timeouts": 0}, close=lambda: None)
-    agent = types.SimpleNamespace(stats={}, optimizer=types.SimpleNamespace(
+    agent = types.SimpleNamespace(optimizer=types.SimpleNamespace(
         param_groups=[{"lr": 0.1}]))
     logger = types.SimpleNamespace(rows=[], close=lambda: None)
     logger.log = lambda row, step: logger.rows.append((row["update"], step))
     run = Run(RunPaths(str(tmp_path), str(tmp_path / "eval"), str(tmp_path / "a.pt")), lead,
-              collector, "policy", agent, None, updates, 8, Evaluations(),
-              state=lambda steps, obs_rms, discr: states.append((steps, obs_rms, discr))
+              collector, "policy", agent, [], updates, 8, Evaluations(),
+              state=lambda steps, obs_rms: states.append((steps, obs_rms))
               or {"env_steps": torch.tensor(steps)},
               stop=StopRequest(), ddp=ddp,
               settings=dataclasses.replace(get_config([]).run, log_interval=2,
@@ -50,9 +50,9 @@ def make_run(tmp_path, updates=range(6), save_interval=4, save_history=None, ddp
 
 def test_saves_every_interval_at_the_last_update_and_keeps_history_copies(tmp_path, capsys):
     run, states, logger = make_run(tmp_path, save_history=3)
-    assert [run.after_update(j, LOSSES, {}) for j in run.updates] == [None] * 6
+    assert [run.after_update(j, LOSSES) for j in run.updates] == [None] * 6
     # update 0 and 4 (interval), 2 and 5 (every 3rd: a history copy), 5 (the last)
-    assert states == [(s, {"ob_rms": 1}, None) for s in (8, 24, 40, 48)]
+    assert states == [(s, {"ob_rms": 1}) for s in (8, 24, 40, 48)]
     assert sorted(os.listdir(tmp_path / "a_history")) == ["24.pt", "48.pt"]
     assert torch.load(history_path(str(tmp_path / "a.pt"), 24))["env_steps"] == 24
     assert run.saved_steps == 48 and logger.rows == [(0, 8), (2, 24), (4, 40), (5, 48)]
@@ -69,8 +69,8 @@ def test_a_stop_voted_by_another_rank_saves_and_stops_every_rank(tmp_path, capsy
         return True
     run, states, _ = make_run(tmp_path, updates=range(2, 10), ddp=types.SimpleNamespace(
         any=any_rank, close=lambda: None))
-    assert run.after_update(2, LOSSES, {}) == 128 + signal.SIGINT
-    assert votes == [False] and states == [(24, {"ob_rms": 1}, None)]
+    assert run.after_update(2, LOSSES) == 128 + signal.SIGINT
+    assert votes == [False] and states == [(24, {"ob_rms": 1})]
     assert capsys.readouterr().err == (f"interrupted at 24 steps; saved {tmp_path}/a.pt; "
                                        "--resume to continue\n")
 
@@ -78,21 +78,25 @@ def test_a_stop_voted_by_another_rank_saves_and_stops_every_rank(tmp_path, capsy
 def test_a_non_finite_loss_stops_before_saving_logging_or_voting(tmp_path, capsys):
     ddp = types.SimpleNamespace(any=lambda flag: (_ for _ in ()).throw(AssertionError("voted")))
     run, states, logger = make_run(tmp_path, ddp=ddp)
-    assert run.after_update(0, (math.nan, 0.0, 0.5), {}) == 1
+    stats = {"value_loss": math.nan, "action_loss": 0.0, "entropy": 0.5, "gail_loss": 0.1}
+    assert run.after_update(0, stats) == 1
     assert states == [] and logger.rows == []
     assert capsys.readouterr().err == (
-        f"{program()}: error: non-finite loss at update 0 (value nan, action 0.0, entropy 0.5); "
-        "stopped, nothing saved yet, so the run's files are removed: it can start again\n")
+        f"{program()}: error: non-finite loss at update 0 (value_loss nan, action_loss 0.0, "
+        "entropy 0.5, gail_loss 0.1); stopped, nothing saved yet, so the run's files are "
+        "removed: it can start again\n")
+    run, _, _ = make_run(tmp_path)
+    assert run.after_update(0, {**LOSSES, "my_statistic": math.inf}) == 1  # any of them
 
 
 def test_evaluations_are_asked_every_update_but_started_by_the_lead_when_due(tmp_path):
     run, _, _ = make_run(tmp_path, updates=range(3), eval_interval=2)
     for j in run.updates:
-        run.after_update(j, LOSSES, {})
+        run.after_update(j, LOSSES)
     assert run.evaluator.calls == [("policy", 0, 8, False), (None, 1, 16, False),
                                      ("policy", 2, 24, True)]
     other, _, _ = make_run(tmp_path, updates=range(1), eval_interval=1, lead=False)
-    other.after_update(0, LOSSES, {})
+    other.after_update(0, LOSSES)
     assert other.evaluator.calls == [(None, 0, 8, True)]
 
 
@@ -102,9 +106,9 @@ def test_a_stop_writes_its_updates_rows_before_it_ends(tmp_path, capsys):
     for stopped in (3, 4):
         run, states, logger = make_run(tmp_path, updates=range(2, 10), eval_interval=2)
         run.stop.signum = signal.SIGTERM
-        assert run.after_update(stopped, LOSSES, {}) == 128 + signal.SIGTERM
+        assert run.after_update(stopped, LOSSES) == 128 + signal.SIGTERM
         steps = (stopped + 1) * 8
-        assert states == [(steps, {"ob_rms": 1}, None)] and logger.rows == [(stopped, steps)]
+        assert states == [(steps, {"ob_rms": 1})] and logger.rows == [(stopped, steps)]
         assert run.evaluator.calls[-1][1:] == (stopped, steps, True)  # waited for
         assert capsys.readouterr().err.endswith(f"interrupted at {steps} steps; saved "
                                                 f"{tmp_path}/a.pt; --resume to continue\n")

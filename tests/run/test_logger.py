@@ -1,9 +1,14 @@
 """The scalar CSV log (append on resume) and the live progress line (TTY only)."""
 import csv
 import io
-import math
 
-from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger, format_report, progress_row
+from a2c_ppo_acktr.run.logger import (
+    ProgressLine,
+    ScalarLogger,
+    format_report,
+    progress_row,
+    scalars,
+)
 
 
 def test_scalar_log_appends_on_resume(tmp_path):
@@ -54,12 +59,25 @@ def test_progress_line_only_on_a_terminal():
 
 def test_report_shows_each_algorithms_own_statistics():
     """PPO's approx KL and clip fraction, ACKTR's K-FAC trust-region factor; A2C neither."""
+    losses = {"value_loss": 0.5, "action_loss": -0.1, "entropy": 1.2}
+
     def report(stats):
-        row = progress_row(3, 640, 100, [1.0, 3.0], (0.5, -0.1, 1.2), stats, 0.25, 9.0)
+        row = progress_row(3, 640, 100, [1.0, 3.0], {**losses, **stats}, 0.25, 9.0)
         return row, format_report(row, 2)
     row, text = report({"kl_clip_scale": 0.25})
     assert row["kl_clip_scale"] == 0.25 and "kl-clip scale 0.250" in text and "approx kl" not in text
     row, text = report({"approx_kl": 0.01, "clip_fraction": 0.1})
-    assert math.isnan(row["kl_clip_scale"]) and "approx kl 0.0100" in text and "kl-clip" not in text
+    assert "kl_clip_scale" not in row and "approx kl 0.0100" in text and "kl-clip" not in text
     _, text = report({})
     assert "approx kl" not in text and "kl-clip" not in text
+    assert " entropy 1.2000, value loss 0.5000, action loss -0.1000" in text
+
+
+def test_every_statistic_is_a_column_in_the_order_given():
+    """A statistic the logger has never heard of reaches progress.csv and TensorBoard."""
+    row = progress_row(3, 640, 100, [], {**{"value_loss": 0.5}, "my_bonus": 2.0}, 0.25, 9.0,
+                       timeouts=0)
+    assert list(row) == ["update", "timesteps", "fps", "mean_return", "median_return",
+                         "min_return", "max_return", "value_loss", "my_bonus", "lr", "time",
+                         "timeouts"]
+    assert scalars(row)["my_bonus"] == 2.0

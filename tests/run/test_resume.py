@@ -41,19 +41,32 @@ def progress(log_dir):
         return [{k: v for k, v in row.items() if k not in WALL_CLOCK} for row in csv.DictReader(f)]
 
 
-def assert_same_run(straight, resumed):
+def assert_same_state(a, b, where=""):
+    """Two states (nested dicts and lists of tensors and plain values) equal, bit for bit."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            assert_same_state(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_state(x, y, f"{where}/{i}")
+    elif torch.is_tensor(a):
+        assert torch.equal(a, b), where
+    else:
+        assert a == b, where
+
+
+def assert_same_run(straight, resumed, components=("agent",)):
+    """The same weights (0.0 apart), ``components``' states, normalizer, episodes and log."""
     a, b = load_checkpoint(straight.checkpoint), load_checkpoint(resumed.checkpoint)
     assert a["env_steps"] == b["env_steps"]
     diff = max((a["actor_critic"][k] - b["actor_critic"][k]).abs().max().item()
                for k in a["actor_critic"])
     assert diff == 0.0
-    assert a["optimizer"]["param_groups"] == b["optimizer"]["param_groups"]
-    for i, state in a["optimizer"]["state"].items():
-        for k, v in state.items():
-            assert torch.equal(v, b["optimizer"]["state"][i][k]), (i, k)
-    for name, stats in a["obs_rms"].items():
-        for k, v in stats.items():
-            assert torch.equal(v, b["obs_rms"][name][k]) if torch.is_tensor(v) else v == b["obs_rms"][name][k]
+    for name in components:
+        assert_same_state(a[name], b[name], name)
+    assert_same_state(a["obs_rms"], b["obs_rms"], "obs_rms")
     ends = episodes(straight.log_dir)
     assert sum(map(len, ends)) > 0 and episodes(resumed.log_dir) == ends
     assert progress(resumed.log_dir) == progress(straight.log_dir)

@@ -1,5 +1,18 @@
-"""How fast the learner runs, never what it computes: bf16 autocast, ``torch.compile`` and
-malloc's thresholds (``keep_freed_memory``).
+"""How fast the learner runs, never what it computes: the speed seam (``speed_up``), bf16
+autocast, ``torch.compile`` and malloc's thresholds (``keep_freed_memory``).
+
+``speed_up(policy, agent, rollouts)``, called once by ``run/build.py`` on the built objects, is
+where every speed mechanism that is not a flag is applied, each on its own and each switchable
+(``MECHANISMS``; the environment variable ``A2C_PPO_ACKTR_SPEED``: "all", the default, "none",
+or a comma-separated list of names) so that a benchmark can weigh it A/B:
+
+- ``optim``: Adam's and RMSprop's step through torch's functional API (``speed/optim.py``);
+- ``flat``: parameters and gradients in one tensor each, RMSprop on it (``speed/flat.py``);
+- ``layers``: module calls without ``Module.__call__``'s cost (``speed/layers.py``);
+- ``storage``: ``RolloutStorage.insert`` through numpy views (``speed/storage.py``).
+
+The core (model, distributions, storage, algo) is plain torch, and the same with or without them,
+bit for bit (tests/test_speed_seam.py).
 
 bf16 (``--precision bf16``) is ``Policy(precision="bf16")``: autocast around the base; it pays
 only where the hardware computes in bf16 (``cpu_has_native_bf16``; CUDA from compute capability
@@ -20,6 +33,52 @@ import torch
 from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, Agent
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.speed.flat import flatten
+from a2c_ppo_acktr.speed.layers import direct_calls
+from a2c_ppo_acktr.speed.optim import functional_step
+from a2c_ppo_acktr.speed.storage import host_writes
+from a2c_ppo_acktr.storage import RolloutStorage
+
+MECHANISMS = ("optim", "flat", "layers", "storage")
+SWITCH = "A2C_PPO_ACKTR_SPEED"  # the environment variable that chooses them
+
+
+def mechanisms_from_env(value: str | None = None) -> set[str]:
+    """The mechanisms ``value`` (by default ``$A2C_PPO_ACKTR_SPEED``) turns on: "all" (or unset),
+    "none", or names from ``MECHANISMS`` separated by commas; ``ValueError`` for another name."""
+    value = os.environ.get(SWITCH, "all") if value is None else value
+    if value.strip() in ("", "all"):
+        return set(MECHANISMS)
+    names = {name.strip() for name in value.split(",")} - {"none", ""}
+    unknown = sorted(names - set(MECHANISMS))
+    if unknown:
+        raise ValueError(f"{SWITCH}: unknown mechanism {', '.join(unknown)}; expected all, none or "
+                         f"some of {', '.join(MECHANISMS)}")
+    return names
+
+
+ENABLED: set[str] = mechanisms_from_env()  # what speed_up applies; a benchmark may change it
+
+
+def speed_up(policy: Policy, agent: Agent | None = None, rollouts: RolloutStorage | None = None,
+             *, compiled: bool = False) -> list[str]:
+    """Apply the ``ENABLED`` mechanisms to the run's built ``policy``, ``agent`` and ``rollouts``
+    (each may be None: nothing of it); -> the names of those applied. Each applies only where it
+    computes exactly what the plain objects would (a researcher's optimizer, layer or loss is
+    left to torch where a mechanism does not know it); ``compiled`` (``--compile``): not
+    ``layers``, which compiled code has no use for."""
+    applied = []
+    optimizer = agent.optimizer if agent is not None else None
+    if "optim" in ENABLED and optimizer is not None and functional_step(optimizer):
+        applied.append("optim")
+    if "flat" in ENABLED and optimizer is not None and flatten(optimizer) is not None:
+        applied.append("flat")
+    if "layers" in ENABLED and not compiled:
+        direct_calls(policy)
+        applied.append("layers")
+    if "storage" in ENABLED and rollouts is not None and host_writes(rollouts):
+        applied.append("storage")
+    return applied
 
 # Where the kernel reports whether a CPU computes in bf16 natively (Linux).
 CPUINFO = "/proc/cpuinfo"
@@ -93,8 +152,7 @@ def gru_segments_eager(policy: Policy) -> None:
     """Run a recurrent ``policy``'s GRU over a sequence's segments (``NNBase._gru_segments``)
     eagerly, on this instance: where the segments start depends on the data, and compiling it
     again for each pattern of episode ends costs more than it saves. Here rather than as a
-    decorator in model.py, as ``torch.compiler.disable`` imports torch's compiler, which a run
-    that does not compile never needs."""
+    decorator in model.py: what only ``--compile`` needs stays out of the core."""
     base = policy.base
     if policy.is_recurrent and "_gru_segments" not in vars(base):
         # A method of the instance (not a function holding it): a deep copy binds its own.
