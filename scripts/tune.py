@@ -57,7 +57,7 @@ except ImportError:  # the .[tune] extra: one line says so
     optuna = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLL_S = 2.0
+POLL_S = 1.0  # how often a trial reads its runs' progress.csv
 REPORTS = 10  # points of the learning curve reported to the pruner: each tenth of the budget
 HEARTBEAT_S = 10  # a trial whose process stopped beating for 3 of these is failed
 
