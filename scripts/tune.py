@@ -53,13 +53,14 @@ from space import Spec, specs_of
 
 try:
     import optuna
+
+    from study import PROCESS, finished, open_study, room
 except ImportError:  # the .[tune] extra: one line says so
     optuna = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLL_S = 1.0  # how often a trial reads its runs' progress.csv
 REPORTS = 10  # points of the learning curve reported to the pruner: each tenth of the budget
-HEARTBEAT_S = 10  # a trial whose process stopped beating for 3 of these is failed
 
 
 def build_parser() -> Parser:
@@ -152,6 +153,7 @@ class Trials:
         values = {spec.flag: spec.suggest(trial) for spec in self.specs}
         flags = [a for spec in self.specs for a in spec.argv(values[spec.flag])]
         trial.set_user_attr("flags", flags)
+        trial.set_user_attr("process", PROCESS)
         shown = f"trial {trial.number}: {shlex.join(flags)}"
         dirs = [os.path.join(self.out, f"trial{trial.number}", f"seed{seed}")
                 for seed in self.args.seeds]
@@ -204,25 +206,6 @@ class Trials:
         return value
 
 
-def finished(study, running: bool = False) -> int:
-    states = [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED]
-    states += [optuna.trial.TrialState.RUNNING] if running else []
-    return len(study.get_trials(deepcopy=False, states=states))
-
-
-def open_study(p: Parser, name: str, url: str):
-    """The study ``name`` in ``url``, made if new; one line and exit 2 where the storage fails."""
-    connect = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}  # shared file
-    try:
-        storage = optuna.storages.RDBStorage(url, engine_kwargs=connect,
-                                             heartbeat_interval=HEARTBEAT_S)
-        return optuna.create_study(study_name=name, storage=storage, direction="maximize",
-                                   sampler=optuna.samplers.TPESampler(),
-                                   pruner=optuna.pruners.MedianPruner(), load_if_exists=True)
-    except Exception as e:  # SQLAlchemy's and the database driver's errors, of many kinds
-        p.error(f"--storage {url}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-
-
 def report_best(study, fixed: list[str], path: str) -> int:
     """Print the best trial's flags as a main.py command; write them as a --config file."""
     complete = study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.COMPLETE])
@@ -257,15 +240,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     specs, fixed = specs_of(p, args, extra)
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # tune.py prints a line per trial
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeat
-    study = open_study(p, args.study_name, args.storage or f"sqlite:///{args.study_name}.db")
+    study, storage = open_study(p, args.study_name,
+                                args.storage or f"sqlite:///{args.study_name}.db")
+
+    def stopped() -> bool:
+        return RUNS.signum is not None
 
     def enough(study, trial) -> None:  # every process's trials count, those running too
-        if finished(study, running=True) >= args.n_trials:
+        if not room(study, storage, args.n_trials, stopped):
             study.stop()
     with RUNS:
         try:
-            if finished(study) < args.n_trials:
+            if room(study, storage, args.n_trials, stopped):
                 study.optimize(Trials(args, specs, fixed), callbacks=[enough])
+            if RUNS.signum is not None:
+                raise Stopped()
         except Stopped:
             name = signal.Signals(RUNS.signum or signal.SIGINT).name
             print(f"tune.py: {name}: stopped, the running trial lost; {finished(study)} of "
