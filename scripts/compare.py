@@ -161,7 +161,10 @@ def figures(runs: dict[str, dict[str, list]], groups: dict[str, dict[str, list[n
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    p = build_parser()
+    args = p.parse_args(argv)
+    if not 0 <= args.seed < 2**32:
+        p.error(f"--seed must be an integer from 0 to 2**32 - 1, got {args.seed}")
     labels = list(dict.fromkeys(label for label, _ in args.run))
     try:
         runs = load(args.run)
