@@ -251,30 +251,17 @@ def table(results: list[dict], thresholds: Sequence[float] = ()) -> str:
         versus = ""
         if variants:
             base = groups.get((env, rs[0].get("baseline"), steps))
-            versus = " - |" if base is None else (" " + improvement_cell(
-                scores, np.array([r["score"] for r in base])) + " |")
+            p = None if base is None else stats.compare([scores], [[r["score"] for r in base]])
+            versus = " - |" if p is None else f" {stats.interval_text(p['p'], p['ci'], 2)} |"
         lines.append(
             f"| {env} | {name} | {steps:,} | {', '.join(str(r['seed']) for r in rs)} | "
-            f"{scores.mean():.0f}{spread} | {iqm_cell(scores)} |{versus} "
+            f"{scores.mean():.0f}{spread} | {stats.iqm_text(scores)} |{versus} "
             f"{' / '.join(f'{s:.0f}' for s in scores)} | {finals} | "
             f"{np.mean([r['wall'] for r in rs]) / 60:.1f} min | "
             f"{np.mean([r['fps'] for r in rs]):.0f} |"
             + "".join(f" {' / '.join(format_reached(r['rows'], t) for r in rs)} |"
                       for t in thresholds))
     return "\n".join(lines)
-
-
-def iqm_cell(scores: np.ndarray, digits: int = 0) -> str:
-    """``IQM [low, high]`` of one row's seeds (one seed: its score alone)."""
-    if len(scores) < 2:
-        return f"{scores[0]:.{digits}f} (one seed)"
-    value, (low, high) = stats.estimate(stats.aggregate_iqm, [scores])
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def improvement_cell(variant: np.ndarray, recipe: np.ndarray) -> str:
-    p = stats.compare([variant], [recipe])
-    return f"{p['p']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
 
 
 STATISTICS_NOTE = (f"IQM: the interquartile mean over seeds, with its 95% stratified bootstrap "

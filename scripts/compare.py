@@ -109,7 +109,7 @@ def report(groups: dict[str, dict[str, list[np.ndarray]]], base: str, resamples:
 
 
 def interval(value: float, ci: list[float]) -> str:
-    return f"{value:.{digits(value)}f} [{ci[0]:.{digits(value)}f}, {ci[1]:.{digits(value)}f}]"
+    return stats.interval_text(value, ci, digits(value))
 
 
 def digits(value: float) -> int:

@@ -60,13 +60,6 @@ def seed_count(cell: str) -> int:
                for a, b in re.findall(r"(\d+)(?:-(\d+))?", text))
 
 
-def iqm_cell(scores: list[float], decimals: int) -> str:
-    if len(scores) == 1:
-        return f"{scores[0]:.{decimals}f} (one seed)"
-    value, (low, high) = stats.estimate(stats.aggregate_iqm, [np.array(scores)])
-    return f"{value:.{decimals}f} [{low:.{decimals}f}, {high:.{decimals}f}]"
-
-
 def with_iqm(lines: list[str]) -> tuple[list[str], list[tuple[str, str, str, list[float]]]]:
     """``lines`` with each table's IQM column filled in; the MuJoCo rows as (env, recipe, seeds,
     scores)."""
@@ -95,7 +88,7 @@ def with_iqm(lines: list[str]) -> tuple[list[str], list[tuple[str, str, str, lis
                 scores = per_seed(values[source_at], section == "## MuJoCo")
                 if len(scores) != seed_count(values[2]):
                     raise ValueError(f"{row(values)}: {len(scores)} scores, seeds {values[2]}")
-                values[at] = f" {iqm_cell(scores, decimals)} "
+                values[at] = f" {stats.iqm_text(scores, decimals)} "
                 if section == "## MuJoCo":
                     mujoco.append((names[0], names[1], names[2], scores))
         out.append(row(values))
@@ -123,12 +116,11 @@ def aggregate(mujoco: list[tuple[str, str, str, list[float]]]) -> list[str]:
         if name.startswith("tuned") and [e for e, _ in rows] == [e for e, _ in groups[
                 "original, seeds 1-3"]]:
             p = stats.compare(strata, original)
-            versus = f"{p['p']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
+            versus = stats.interval_text(p["p"], p["ci"], 2)
         lines.append(row(list(map(cell, [
-            name, envs, summary["n"],
-            f"{summary['iqm']:.2f} [{summary['iqm_ci'][0]:.2f}, {summary['iqm_ci'][1]:.2f}]",
-            f"{summary['mean']:.2f} [{summary['mean_ci'][0]:.2f}, {summary['mean_ci'][1]:.2f}]",
-            versus]))).replace("  |", " |"))
+            name, envs, summary["n"], stats.interval_text(summary["iqm"], summary["iqm_ci"], 2),
+            stats.interval_text(summary["mean"], summary["mean_ci"], 2), versus])))
+            .replace("  |", " |"))
     return lines
 
 

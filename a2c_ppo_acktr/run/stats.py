@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 LAST_EPISODES = 10  # a run's score: the mean return of its last 10 training episodes
-RESAMPLES = 10_000  # bootstrap resamples: the interval's ends move by < 1% of its width between seeds
+RESAMPLES = 10_000  # from seed to seed, an interval's ends vary by < 1% of its width (std)
 LEVEL = 0.95
 SEED = 0
 
@@ -145,6 +145,19 @@ def profile_band(strata: Strata, taus: np.ndarray, resamples: int = RESAMPLES,
     arrays = [np.asarray(s, dtype=float) for s in strata]
     low, high = bootstrap(profile(taus), arrays, resamples, seed)
     return profile(taus)(*arrays), low, high
+
+
+def interval_text(value: float, ci: Sequence[float], decimals: int) -> str:
+    """``value [low, high]``, as the tables print an estimate and its interval."""
+    return f"{value:.{decimals}f} [{ci[0]:.{decimals}f}, {ci[1]:.{decimals}f}]"
+
+
+def iqm_text(scores: Sequence[float] | np.ndarray, decimals: int = 0) -> str:
+    """One env's IQM over runs and its interval as text; one run: its score, said to be one."""
+    if len(scores) == 1:
+        return f"{scores[0]:.{decimals}f} (one seed)"
+    value, ci = estimate(aggregate_iqm, [np.asarray(scores, dtype=float)])
+    return interval_text(value, ci, decimals)
 
 
 def normalize(scores: np.ndarray, low: float, high: float) -> np.ndarray:
