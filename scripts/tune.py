@@ -201,7 +201,8 @@ class Trials:
             return math.nan  # a failed trial: the study goes on
         value = float(np.mean(scores))
         trial.set_user_attr("scores", scores)
-        print(f"{shown}: {value:.1f} (seeds {', '.join(map(str, self.args.seeds))}: "
+        seeds = "seeds" if len(scores) > 1 else "seed"
+        print(f"{shown}: {value:.1f} ({seeds} {', '.join(map(str, self.args.seeds))}: "
               f"{' / '.join(f'{s:.1f}' for s in scores)})", flush=True)
         return value
 
@@ -215,8 +216,9 @@ def report_best(study, fixed: list[str], path: str) -> int:
     best = study.best_trial
     flags = fixed + best.user_attrs["flags"]
     scores = best.user_attrs.get("scores", [])
+    over = f"mean over {len(scores)} seeds" if len(scores) > 1 else "one seed"
     print(f"best: trial {best.number} of {len(study.trials)}, {best.value:.1f} "
-          f"(last-10 return, mean over {len(scores)} seeds)")
+          f"(last-10 return, {over})")
     print(shlex.join(["python", "main.py", *flags]))
     with open(path, "w") as f:
         json.dump(given_flags(build_main_parser(), flags), f, indent=1)
