@@ -107,6 +107,7 @@ def no_recompiles(steps):
     return counters["stats"]["unique_graphs"] - graphs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, precision", [(kind, "fp32") for kind in KINDS] + [("mlp", "bf16")])
 def test_compiled_ppo_equals_eager(kind, precision):
     close = functools.partial(torch.testing.assert_close, **TOLERANCES[precision])
@@ -136,6 +137,7 @@ def test_compiled_ppo_equals_eager(kind, precision):
     assert not any(key.startswith("_orig_mod") for key in compiled.state_dict())
 
 
+@pytest.mark.slow
 def test_compiled_a2c_equals_eager():
     eager, compiled = twins("mlp")
     rollouts = collect(eager, "mlp", seed=1)
@@ -156,6 +158,7 @@ def test_acktr_is_refused():
         speed.compile_agent(A2C_ACKTR(policy, 0.5, 0.01, acktr=True), CPU)
 
 
+@pytest.mark.slow
 def test_compiled_run_says_its_compile_time_and_its_checkpoint_loads_eagerly(tmp_path, capsys):
     paths = run(tmp_path, SHORT + ["--algo", "ppo", "--num-mini-batch", "2", "--compile"])
     out = capsys.readouterr().out

@@ -150,6 +150,7 @@ def test_policy_with_network_flags(capsys, tmp_path):
     assert len(episodes) == 1
 
 
+@pytest.mark.slow
 def test_record_cartpole_gif(capsys, cartpole, tmp_path):
     pytest.importorskip("pygame")  # classic control renders with pygame
     path = tmp_path / "video" / "cartpole.gif"
@@ -167,6 +168,7 @@ def pong(tmp_path):
                                 tmp_path / "models" / "ppo" / "PongNoFrameskip-v4.pt")
 
 
+@pytest.mark.slow
 def test_atari_cnn_policy_gif(capsys, tmp_path):
     pong(tmp_path)
     path = tmp_path / "pong.gif"
@@ -180,6 +182,7 @@ def test_atari_cnn_policy_gif(capsys, tmp_path):
     assert frames[0].shape[:2] == (210, 160)  # the full console screen, not the 84x84 input
 
 
+@pytest.mark.slow
 def test_atari_mp4_exact_frames(capsys, tmp_path):
     pytest.importorskip("imageio_ffmpeg")
     path = tmp_path / "pong.mp4"
@@ -192,6 +195,7 @@ def test_atari_mp4_exact_frames(capsys, tmp_path):
         reader.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(ctypes.util.find_library("EGL") is None, reason="no libEGL: offscreen MuJoCo")
 def test_mujoco_records_headless(tmp_path):
     """As a user runs it: a fresh process, no display, MUJOCO_GL unset -> enjoy.py picks egl."""

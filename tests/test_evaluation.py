@@ -1,6 +1,7 @@
 """run_episodes (the act loop of evaluation, enjoy.py and generate.py) and evaluate(): frozen
 normalization, raw episode returns, and Atari (where the original crashed)."""
 import gymnasium as gym
+import pytest
 import torch
 
 from a2c_ppo_acktr.envs import DummyVecEnv, VecPyTorch, get_vec_normalize, make_env, make_vec_envs
@@ -82,6 +83,7 @@ def test_evaluate_uses_the_training_statistics(tmp_path):
     assert len(returns) == 3 and all(r >= 8 for r in returns)  # raw returns: 1 per step
 
 
+@pytest.mark.slow
 def test_evaluate_on_atari(tmp_path):
     envs = make_vec_envs("PongNoFrameskip-v4", 0, 1, None, None, "cpu", False, vec_env="dummy")
     policy = Policy(envs.observation_space.shape, envs.action_space)

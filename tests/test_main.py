@@ -42,6 +42,7 @@ SHORT = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8"
          "--num-env-steps", "160", "--log-interval", "5", "--vec-env", "dummy"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["a2c", "ppo"])
 def test_same_seed_same_run(tmp_path, algo):
     extra = SHORT + ["--algo", algo, "--num-mini-batch", "2", "--use-gae", "--use-proper-time-limits"]
@@ -51,6 +52,7 @@ def test_same_seed_same_run(tmp_path, algo):
         assert torch.equal(a["actor_critic"][key], b["actor_critic"][key]), key
 
 
+@pytest.mark.slow
 def test_host_storage_writes_learn_as_tensor_copies(tmp_path, monkeypatch):
     """On the CPU the storage is written through numpy views; the same run with the tensor
     copies (the GPU's path) must end with the same weights, bit for bit."""
@@ -63,6 +65,7 @@ def test_host_storage_writes_learn_as_tensor_copies(tmp_path, monkeypatch):
         assert torch.equal(a["actor_critic"][key], b["actor_critic"][key]), key
 
 
+@pytest.mark.slow
 def test_scalar_log_and_checkpoint_contents(tmp_path):
     paths = run(tmp_path, SHORT + ["--algo", "ppo", "--num-mini-batch", "2"])
     with open(os.path.join(paths.log_dir, "progress.csv")) as f:
@@ -163,6 +166,7 @@ def expect_exit_2(capsys, argv, needle, entry=None):
     return err
 
 
+@pytest.mark.slow
 def test_resume_after_interrupt(tmp_path):
     """Kill a run mid-way, resume it: steps, logs and monitor files continue where they stopped."""
     import subprocess
@@ -201,6 +205,7 @@ def test_resume_after_interrupt(tmp_path):
     assert len(monitor_returns(paths.log_dir)) > episodes_before
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_past_the_checkpoint_logs_each_step_once(tmp_path, capsys):
     """A run killed after its last save has logged updates and episodes its checkpoint does not
     hold; --resume drops them, so the resumed logs count every step once."""
@@ -288,6 +293,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeyp
     assert not sampler_threads()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [["--hidden-size", "1e7"],
                                    ["--num-steps", "1e13", "--num-env-steps", "1e14"]],
                          ids=["network", "storage"])
@@ -350,6 +356,7 @@ ASYNC_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "2
              "--vec-env", "dummy", "--use-gae", "--use-proper-time-limits", "--async-rollouts"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--recurrent-policy"]])
 def test_async_rollouts_train_log_and_stop(tmp_path, extra):
     paths = run(tmp_path, ASYNC_PPO + extra)
@@ -365,6 +372,7 @@ def test_async_rollouts_train_log_and_stop(tmp_path, extra):
     assert not sampler_threads()
 
 
+@pytest.mark.slow
 def test_async_real_time_drone_never_pauses_nor_times_out(tmp_path, monkeypatch):
     """The update lasts longer than the time-out tolerance; the sampler keeps stepping."""
     from a2c_ppo_acktr.algo import PPO
@@ -398,6 +406,7 @@ def test_async_real_time_drone_never_pauses_nor_times_out(tmp_path, monkeypatch)
     assert float(rows[-1]["time_step_duration_mean"]) == pytest.approx(0.02, abs=0.004)
 
 
+@pytest.mark.slow
 def test_env_kwargs_reach_env_checkpoint_evaluation_and_enjoy(tmp_path, capsys):
     import enjoy
     from a2c_ppo_acktr.realtime import BENCHMARK_KEYS
@@ -422,6 +431,7 @@ def test_env_kwargs_reach_env_checkpoint_evaluation_and_enjoy(tmp_path, capsys):
     assert capsys.readouterr().out.count("length 5") == 2  # enjoy.py rebuilt the same env
 
 
+@pytest.mark.slow
 def test_bad_env_kwargs_exit_2_naming_the_key(tmp_path, capsys):
     argv = A2C_TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
     expect_exit_2(capsys, argv + ["--env-kwargs", "max_episode_steps=20", "foo=1"], "'foo'")
@@ -460,6 +470,7 @@ def run_script(argv, setup, report):
     return out.stdout.splitlines()[-1].split()[1:]
 
 
+@pytest.mark.slow
 def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
     """``python main.py`` collects no garbage while importing and freezes what the imports left
     (torch's and gymnasium's objects, hundreds of thousands), then trains with the collector on."""
@@ -474,6 +485,7 @@ def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
     assert load_checkpoint(run_paths(get_args(argv)).checkpoint)["env_steps"] == 160
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["a2c", "ppo"])
 def test_a_run_that_does_not_compile_never_imports_torchs_compiler(tmp_path, algo):
     """torch.optim's optimizers and ``torch.compiler.disable`` import ``torch._dynamo`` (a cost at

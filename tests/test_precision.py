@@ -157,6 +157,7 @@ def test_bf16_run_trains_and_saves_fp32(tmp_path, monkeypatch, capsys):
     Policy((4,), spaces.Discrete(2)).load_state_dict(ckpt["actor_critic"])
 
 
+@pytest.mark.slow
 def test_a_resumed_run_may_change_its_precision(tmp_path, monkeypatch, capsys):
     """The precision is how the network computes, not what the run is: --resume may change it
     (e.g. on a machine without native bf16), saying so in the log."""

@@ -202,6 +202,7 @@ def run_chain(tmp_path, slow):
     return times
 
 
+@pytest.mark.slow
 def test_readme_commands_run_in_order(tmp_path):
     assert run_chain(tmp_path, slow=False)
 

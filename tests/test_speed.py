@@ -34,6 +34,7 @@ def _env(**extra: str) -> dict:
     return {k: v for k, v in os.environ.items() if k not in speed.MALLOC_ENV} | extra
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
 def test_keep_freed_memory_ends_refaulting_the_heap():
     applied, kept = _faults("keep", _env())
@@ -43,6 +44,7 @@ def test_keep_freed_memory_ends_refaulting_the_heap():
     assert kept < default / 10
 
 
+@pytest.mark.slow
 def test_users_malloc_settings_win():
     env = _env(MALLOC_TRIM_THRESHOLD_="131072")
     applied, _ = _faults("keep", env)

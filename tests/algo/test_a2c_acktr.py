@@ -14,6 +14,7 @@ from a2c_ppo_acktr.storage import RolloutStorage
 from tests.algo.test_ppo import N, T, bandit_rollout, prob_of_action_0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recurrent", [False, True])
 def test_a2c_update_prefers_rewarded_action_and_fits_values(recurrent):
     torch.manual_seed(0)
@@ -42,6 +43,7 @@ def test_a2c_asks_for_the_hyperparameters_acktr_ignores(missing):
     assert isinstance(A2C_ACKTR(policy, 0.5, 0.01, acktr=True, **kwargs).optimizer, KFACOptimizer)
 
 
+@pytest.mark.slow
 def test_acktr_update_prefers_rewarded_action_and_fits_values():
     torch.manual_seed(0)
     policy = Policy((3,), spaces.Discrete(2), base_kwargs={"hidden_size": 16})
@@ -75,6 +77,7 @@ def gaussian_bandit_rollout(policy, target):
     return r
 
 
+@pytest.mark.slow
 def test_acktr_diag_gaussian_moves_mean_and_logstd():
     torch.manual_seed(0)
     policy = Policy((3,), spaces.Box(-10, 10, (2,)), base_kwargs={"hidden_size": 16})
@@ -109,6 +112,7 @@ def test_acktr_kl_clip_setting_scales_the_step():
     assert scales[0] == 1.0 and 0 < scales[1] < 1e-2
 
 
+@pytest.mark.slow
 def test_acktr_cnn_base_updates_conv_layers():
     torch.manual_seed(0)
     policy = Policy((4, 84, 84), spaces.Discrete(3), base_kwargs={"hidden_size": 32})

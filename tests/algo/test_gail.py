@@ -113,6 +113,7 @@ def test_discrete_actions_are_one_hot_and_box_actions_clipped():
     torch.testing.assert_close(x[:, 3:], torch.tensor([[0.5, -1.0], [1.0, 0.1], [-1.0, 1.0]]))
 
 
+@pytest.mark.slow
 def test_discriminator_learns_to_separate_expert_from_policy():
     """Expert actions are 0, the policy's 1: a few updates make D tell them apart."""
     torch.manual_seed(0)
@@ -364,6 +365,7 @@ GAIL_SHORT = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps"
               "--gail-warmup-updates", "2", "--gail-warmup-epoch", "3", "--log-interval", "1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "acktr"])
 def test_gail_trains_logs_and_checkpoints(tmp_path, algo):
     experts = tmp_path / "experts"

@@ -164,6 +164,7 @@ def test_flags_reach_the_agent():
     assert tuned.recompute_advantages and not original.recompute_advantages
 
 
+@pytest.mark.slow
 def test_ppo_learns_multidiscrete_actions(tmp_path):
     """PPO through main.py on MultiDiscrete([3, 4]) actions (tests/toy_envs.py): from ~5.8 at
     random to near the best return of 20."""

@@ -74,6 +74,7 @@ def random_actions(space, steps, n, seed=0):
     return np.array([[space.sample() for _ in range(n)] for _ in range(steps)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", VEC_ENVS)
 def test_same_step_autoreset(kind):
     # env 0 terminates at t=4 (TimeLimit 10); env 1 is truncated at t=3; env 2 terminates at t=2.
@@ -104,6 +105,7 @@ def test_same_step_autoreset(kind):
         venv.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Hopper-v5"])
 def test_dummy_and_shmem_identical(env_id, tmp_path):
     n, steps = 3, 300
@@ -244,6 +246,7 @@ def test_frame_stack_final_obs():
     assert first.tolist() == [[0, 0, 0, 0, 1, 0]]  # returned tensors are never modified later
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id,kind", [("PongNoFrameskip-v4", "shmem"), ("ALE/Pong-v5", "dummy")])
 def test_atari_preprocessing(env_id, kind):
     envs = make_vec_envs(env_id, 0, 2, 0.99, None, "cpu", False, vec_env=kind)
@@ -345,6 +348,7 @@ def test_merged_normalizer_deltas_equal_one_normalizer_fed_all_data():
     assert torch.equal(merge_normalizer(shared, [{}])["ob_rms"]["mean"], shared["ob_rms"]["mean"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, kwargs, again", [
     ("dummy", "None", False), ("shmem", "None", False),
     # issue #52: the shmem worker of env 0 said them, then the evaluation envs or the env kwargs'

@@ -47,6 +47,7 @@ def _monitor_rows(log_dir, rank):
     return header, [(float(r["r"]), int(r["l"])) for r in csv.DictReader(lines[1:])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id,kind,kwargs", BACKENDS, ids=lambda x: x if isinstance(x, str) else "")
 def test_backend_contract(env_id, kind, kwargs, tmp_path):
     atari = env_id == BREAKOUT
@@ -103,6 +104,7 @@ def test_backend_contract(env_id, kind, kwargs, tmp_path):
         assert header["env_id"] == env_id and rows == episodes[rank]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id,kind", [("ALE/Breakout-v5", "dummy"), ("ALE/Breakout-v5", "ale"),
                                          ("CartPole-v1", "native")])
 def test_backend_seeds(env_id, kind):
@@ -172,6 +174,7 @@ def _play_aligned(game, steps, monkeypatch, log_dir=None, env_kwargs=None):
     return theirs, ours, their_frames, our_frames
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("game", [BREAKOUT, "SpaceInvadersNoFrameskip-v4"])
 def test_ale_plays_the_classic_stacks_games(game, tmp_path, monkeypatch):
     """ale and the classic stack (dummy) give the same episode ends and raw game scores for the
@@ -184,6 +187,7 @@ def test_ale_plays_the_classic_stacks_games(game, tmp_path, monkeypatch):
     assert np.array_equal(np.stack(our_frames), np.stack(their_frames))
 
 
+@pytest.mark.slow
 def test_ale_sees_pongs_frames_as_the_classic_stack_within_its_flicker(monkeypatch):
     """Pong: ALE takes the max of two grayscale frames, the classic stack (MaxAndSkipEnv, then
     WarpFrame) the grayscale of the max of two RGB frames; they differ only where the agent's
@@ -197,6 +201,7 @@ def test_ale_sees_pongs_frames_as_the_classic_stack_within_its_flicker(monkeypat
     assert set(np.nonzero(diff)[2].tolist()) == {73, 74, 75}
 
 
+@pytest.mark.slow
 def test_classic_stack_with_gray_frames_sees_pong_as_ale(monkeypatch):
     """``--env-kwargs obs_type=grayscale`` on the classic stack: the max over two frames taken in
     grayscale, as ALE takes it, gives ALE's Pong frames pixel for pixel."""
@@ -207,6 +212,7 @@ def test_classic_stack_with_gray_frames_sees_pong_as_ale(monkeypatch):
     assert np.array_equal(np.stack(our_frames), np.stack(their_frames))
 
 
+@pytest.mark.slow
 def test_ale_evaluation_plays_whole_games():
     envs = AleVecEnv(BREAKOUT, 2, seed=0, episodic_life=False)
     rng = np.random.default_rng(0)
@@ -223,6 +229,7 @@ def test_ale_evaluation_plays_whole_games():
     assert games >= 2
 
 
+@pytest.mark.slow
 def test_ale_takes_every_seed_main_py_takes():
     """ALE's seeds are int32; --seed goes to 2**32 - 1 and env i adds i (issue #52: the seeds
     past 2**31 - 1 were a TypeError at the first reset). Below, the seeds are ALE's own."""
@@ -236,6 +243,7 @@ def test_ale_takes_every_seed_main_py_takes():
     assert np.array_equal(firsts[2], firsts[3])  # 2**31 wraps to 0
 
 
+@pytest.mark.slow
 def test_ale_evaluation_serves_after_a_lost_life():
     """Whole games FIRE after each lost life (the classic stack's FireResetEnv does at its
     EpisodicLifeEnv's resets): a policy that never fires loses its five balls and the game ends,
@@ -278,6 +286,7 @@ class _Deterministic(torch.nn.Module):
     act_step = act  # what a rollout calls (Policy.act_step)
 
 
+@pytest.mark.slow
 def test_pipelined_collection_fills_the_same_storage(two_threads):
     """Two groups stepped in turn (the policy acting on one while the other steps) give the
     rollout that one group gives: same transitions, masks, bootstrap values, layout; and the
@@ -307,6 +316,7 @@ def test_pipelined_collection_fills_the_same_storage(two_threads):
     assert torch.equal(workers.unpack_frames(out), stores[1].obs)
 
 
+@pytest.mark.slow
 def test_gray_frames_train_evaluate_and_enjoy_on_the_classic_stack(tmp_path, capsys):
     """``--env-kwargs obs_type=grayscale``, which ALE's vector env does not take: training on
     the classic stack, and the evaluations (``auto``) and enjoy.py pick the classic stack too."""
@@ -322,6 +332,7 @@ def test_gray_frames_train_evaluate_and_enjoy_on_the_classic_stack(tmp_path, cap
     assert enjoy.main(["--load-dir", paths.checkpoint, "--episodes", "1", "--no-render"]) == 0
 
 
+@pytest.mark.slow
 def test_ale_training_evaluation_resume_and_enjoy(tmp_path, capsys, monkeypatch, one_thread):
     import enjoy
 
@@ -344,6 +355,7 @@ def test_ale_training_evaluation_resume_and_enjoy(tmp_path, capsys, monkeypatch,
     assert "episode 1: return" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_ale_worker_packs_and_checks_its_rollouts():
     cfg = get_config(["--env-name", BREAKOUT, "--num-processes", "2", "--num-steps", "16",
                       "--num-workers", "1", "--check-rollouts", "--vec-env", "ale"])
@@ -357,6 +369,7 @@ def test_ale_worker_packs_and_checks_its_rollouts():
     assert workers.checksums(rollout) == rollout["checksums"]
 
 
+@pytest.mark.slow
 def test_auto_picks_ale_for_atari_and_says_so(capsys, monkeypatch):
     spec = single.env_spec("ALE/Pong-v5")
     monkeypatch.setattr(make_module, "num_cpus", lambda: 2)

@@ -46,6 +46,7 @@ def same(a, b):
 
 # Ant and Humanoid read body positions left by the previous step before stepping: the integration
 # state alone would not do. Pong: the emulator with its sticky-action RNG, the Atari wrappers.
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id, before, after", [("CartPole-v1", 30, 300), ("Blackjack-v1", 5, 50),
                                                    ("HalfCheetah-v5", 50, 100), ("Ant-v5", 50, 100),
                                                    ("Hopper-v5", 20, 150), ("ALE/Pong-v5", 100, 200)])
@@ -85,6 +86,7 @@ def test_unknown_wrappers_and_simulators_are_named():
     assert "tests.toy_envs.DictObs cannot be saved" in inexact_reason(gym.make("DictObs-v0"))
 
 
+@pytest.mark.slow
 def test_shmem_workers_read_and_write_their_envs_as_dummy_does(tmp_path):
     """States read by the shmem workers go into a DummyVecEnv (and back), which then steps as the
     shmem env does: the two backends' states are one format."""

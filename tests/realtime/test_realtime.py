@@ -55,6 +55,7 @@ def a(x, y=0.0):
     return np.array([x, y], np.float32)
 
 
+@pytest.mark.slow
 def test_step_interval_matches_nominal():
     # A generous timeout factor keeps the clock on its grid even if the loaded machine delays us.
     env = echo_env(time_step_duration=0.02, start_obs_capture=0.02, time_step_timeout_factor=10)
@@ -103,6 +104,7 @@ def test_slow_caller_times_out_and_wait_does_not():
     np.testing.assert_array_equal(obs[:2], [0, 0])
 
 
+@pytest.mark.slow
 def test_late_call_within_tolerance_is_absorbed():
     env = echo_env(time_step_duration=0.1, start_obs_capture=0.1, time_step_timeout_factor=2.0)
     env.reset(seed=0)
@@ -202,6 +204,7 @@ def test_mean_benchmarks_over_envs():
     assert all(np.isnan(v) for k, v in env.benchmarks().items() if k != "timeouts")
 
 
+@pytest.mark.slow
 def test_drone_dynamics_render_and_seeding():
     drone = DroneInterface()
     try:
@@ -233,6 +236,7 @@ def test_drone_stale_messages_dropped():
     assert (stamp, value) == (0.3, "x")
 
 
+@pytest.mark.slow
 def test_shmem_vec_env_workers_build_it():
     import torch
 
@@ -258,6 +262,7 @@ def test_shmem_vec_env_workers_build_it():
         envs.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vec_env", ["dummy", "shmem"])
 def test_vec_env_pause_prevents_time_outs(vec_env):
     """What main.py does around an update: pause, take longer than a step, resume on time."""

@@ -102,6 +102,7 @@ def test_saved_files_get_the_mode_of_the_umask(tmp_path, umask):
     assert os.stat(tmp_path / "run.pt").st_mode == os.stat(tmp_path / "log.txt").st_mode
 
 
+@pytest.mark.slow
 def test_kill_9_mid_save_leaves_a_temporary_that_start_up_removes(tmp_path):
     """SIGKILL between write and rename: the previous checkpoint stays, and the temporary is named
     after its checkpoint so that this run's start-up removes it and no other run's."""

@@ -56,6 +56,7 @@ def rows(log_dir):
 
 
 # 0. Runs of other algorithms, envs or seeds sit side by side in the same --log-dir / --save-dir.
+@pytest.mark.slow
 def test_runs_get_their_own_files_and_only_the_same_run_is_refused(tmp_path, capsys):
     logs, models = tmp_path / "logs", tmp_path / "models"
     a2c = TINY + ["--num-env-steps", "32"] + dirs(tmp_path)
@@ -89,6 +90,7 @@ def test_runs_get_their_own_files_and_only_the_same_run_is_refused(tmp_path, cap
 
 
 # 1. The original's defaults (16 envs x 5 steps, 32 minibatches) run as they did.
+@pytest.mark.slow
 def test_readme_ppo_command_with_original_defaults_runs(tmp_path):
     proc = cli("--algo", "ppo", "--env-name", "CartPole-v1", "--num-env-steps", "160",
                "--save-interval", "10", *dirs(tmp_path))
@@ -118,6 +120,7 @@ def test_tuple_and_discrete_observations_are_flattened(tmp_path, capsys, env, sp
     assert ckpt["obs_shape"] == [size] and ckpt["env_steps"] == 32
 
 
+@pytest.mark.slow
 def test_module_env_id_with_dict_observations_and_no_render_mode(tmp_path):
     """``module:EnvId`` imports the module that registers the env; its Dict observations are
     flattened; its constructor takes no render_mode; enjoy.py plays the result."""
@@ -132,6 +135,7 @@ def test_module_env_id_with_dict_observations_and_no_render_mode(tmp_path):
     assert proc.stdout.count("length 5") == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vec_env", ["dummy", "shmem"])
 def test_module_env_id_from_the_working_directory(tmp_path, vec_env):
     """Issue #52: ``mymod:Env-v0`` with mymod.py in the working directory, main.py run by path
@@ -310,6 +314,7 @@ def assert_saved(err, min_steps):
     assert not [f for f in os.listdir(os.path.dirname(path)) if ".tmp-" in f]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, extra", [(signal.SIGINT, []), (signal.SIGTERM, []),
                                            (signal.SIGINT, ["--async-rollouts"])])
 def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
@@ -321,6 +326,7 @@ def test_interrupt_saves_and_says_so_in_one_line(tmp_path, signum, extra):
 
 # A scheduler's SIGTERM reaches every process of the group: the shmem workers and their
 # forkserver, ALE's threads, the sampler thread's envs leave it to main.py, which saves.
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [
     ["--vec-env", "shmem"],
     ["--vec-env", "ale", "--env-name", "PongNoFrameskip-v4"],
@@ -365,6 +371,7 @@ def test_signal_while_the_package_imports_gymnasium_exits_in_one_line(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_signal_while_building_undoes_the_run_in_one_line(tmp_path, capsys, monkeypatch):
     """SIGTERM once the run's directories and envs are made: they are removed and closed."""
     build, built = main.build_collector, []
@@ -427,6 +434,7 @@ def test_help_and_mistyped_flags(capsys):
 
 
 # 9. A CPU run never calls into CUDA.
+@pytest.mark.slow
 def test_cpu_run_never_touches_cuda(tmp_path):
     """torch.cuda's entry points raise; a --no-cuda run trains anyway. (torch.manual_seed queues
     the CUDA seed lazily through manual_seed_all: that call alone is allowed.)"""

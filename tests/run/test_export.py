@@ -183,6 +183,7 @@ def deployed(tmp_path_factory):
     return runs
 
 
+@pytest.mark.slow
 def test_cartpole_exported_next_to_its_checkpoint_acts_as_enjoy(deployed):
     run = deployed["cartpole"]
     assert run["printed"].startswith(f"wrote {run['file']}; policy = torch.export.load(path)")
@@ -266,6 +267,7 @@ def test_the_onnx_extra_holds_what_onnx_export_needs():
     assert {re.split("[<>=]", r)[0] for r in extras["onnx"]} == set(export.ONNX_PACKAGES)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_ONNX, reason="needs onnx and onnxscript")
 def test_onnx_acts_as_pt2(deployed, tmp_path):
     import onnx

@@ -34,6 +34,7 @@ def test_copies_every_n_updates_hold_the_policy_of_that_step(tmp_path):
     assert load_checkpoint(paths.checkpoint)["env_steps"] == 160  # the latest, as without
 
 
+@pytest.mark.slow
 def test_history_belongs_to_its_run(tmp_path, capsys):
     argv = A2C + ["--save-history", "5", "--log-dir", str(tmp_path / "logs"),
                   "--save-dir", str(tmp_path / "models")]
@@ -48,6 +49,7 @@ def test_history_belongs_to_its_run(tmp_path, capsys):
     expect_exit_2(capsys, A2C + ["--save-history", "2", "--save-dir", ""], "--save-history")
 
 
+@pytest.mark.slow
 def test_enjoy_and_plot_play_the_history(tmp_path, capsys):
     paths = run(tmp_path, A2C + ["--save-history", "5"])
     directory = history_dir(paths)

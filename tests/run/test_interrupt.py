@@ -28,6 +28,7 @@ SIGINT_AT_GYMNASIUM = (
     "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script, outcome", [("enjoy.py", "nothing played"),
                                              ("gail_experts/generate.py", "nothing written")])
 def test_a_signal_while_a_script_imports_ends_it_in_one_line(tmp_path, script, outcome):

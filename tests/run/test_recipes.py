@@ -113,6 +113,7 @@ def test_fast_is_the_tuned_atari_recipe_on_64_envs():
         "CartPole-v1")
 
 
+@pytest.mark.slow
 def test_fast_trains_a_few_updates_on_the_cpu(tmp_path):
     """Smoke test only: the recipe with 2 envs x 8 steps, 2 updates (its learning check is
     Pong to 1.5M steps on seeds 1-3: hours; docs/notes.md, "The recipes")."""

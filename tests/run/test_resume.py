@@ -61,6 +61,7 @@ def assert_same_run(straight, resumed):
 
 @pytest.mark.parametrize("argv, half, full", [(CARTPOLE, 256, 512), (CHEETAH, 128, 256)],
                          ids=["CartPole", "HalfCheetah"])
+@pytest.mark.slow
 @pytest.mark.parametrize("vec_env", ["dummy", "shmem"])
 def test_stopped_and_resumed_run_is_the_uninterrupted_run(tmp_path, capsys, argv, half, full,
                                                           vec_env):
@@ -73,6 +74,7 @@ def test_stopped_and_resumed_run_is_the_uninterrupted_run(tmp_path, capsys, argv
     assert_same_run(straight, resumed)
 
 
+@pytest.mark.slow
 def test_native_cartpole_resumes_exactly(tmp_path):
     argv = CARTPOLE + ["--vec-env", "native"]
     straight = train(tmp_path, "straight", argv, 256)
@@ -86,6 +88,7 @@ def test_native_cartpole_resumes_exactly(tmp_path):
     (["--env-name", "CartPole-v1", "--vec-env", "dummy", "--async-rollouts"],
      "--async-rollouts: the sampler thread's envs are a rollout ahead of the saved weights"),
 ], ids=["ale", "async"])
+@pytest.mark.slow
 def test_a_run_that_cannot_resume_exactly_says_so_in_one_line(tmp_path, capsys, extra, reason):
     argv = ["--algo", "a2c", "--num-processes", "2", "--num-steps", "8"] + extra
     train(tmp_path, "run", argv, 32)
@@ -97,6 +100,7 @@ def test_a_run_that_cannot_resume_exactly_says_so_in_one_line(tmp_path, capsys, 
     assert load_checkpoint(paths.checkpoint)["env_steps"] == 64
 
 
+@pytest.mark.slow
 def test_an_approximate_resume_keeps_the_recent_returns(tmp_path, capsys):
     """New episodes, but the log's mean of the last 10 goes on over the saved ones' returns
     rather than starting again from the first episode to end."""
@@ -132,6 +136,7 @@ def test_checkpoint_without_env_state_resumes_approximately(tmp_path, capsys):
     assert "approximately, from new episodes: the checkpoint holds no env state" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_value_norm_and_recomputed_advantages_resume_exactly(tmp_path):
     """The returns' statistics are buffers of the policy: saved, restored, the same run."""
     argv = CARTPOLE + ["--vec-env", "native", "--value-norm", "--recompute-advantages"]

@@ -43,6 +43,7 @@ def one_error_line(capsys, argv, needle):
     assert needle in err and "Traceback" not in err, err
 
 
+@pytest.mark.slow
 def test_videos_of_env_0_change_nothing_and_a_resume_stays_exact(tmp_path, capsys):
     assert main.main(PPO + ["--vec-env", "dummy"] + dirs(tmp_path, "plain")) == 0
     argv = PPO + ["--vec-env", "shmem", "--capture-video"] + dirs(tmp_path, "video")
@@ -66,6 +67,7 @@ def test_videos_of_env_0_change_nothing_and_a_resume_stays_exact(tmp_path, capsy
     assert glob.glob(os.path.join(video, "videos", "*")) == []  # the replaced run's, with its logs
 
 
+@pytest.mark.slow
 def test_atari_records_the_agents_steps_on_the_classic_stack(tmp_path, capsys):
     prefix = str(tmp_path / "videos" / "rl-video")
     envs = make_vec_envs("PongNoFrameskip-v4", 0, 2, None, None, "cpu", False, video_prefix=prefix)
@@ -146,6 +148,7 @@ def wandb_offline(tmp_path, monkeypatch):
         monkeypatch.setenv(name, str(value))
 
 
+@pytest.mark.slow
 def test_track_logs_the_config_and_every_scalar_row(tmp_path, wandb_offline):
     argv = PPO + ["--track", "--eval-interval", "2", "--wandb-project-name", "tests"]
     assert main.main(argv + dirs(tmp_path, "logs")) == 0
@@ -177,6 +180,7 @@ def test_track_logs_the_config_and_every_scalar_row(tmp_path, wandb_offline):
         sorted(want, key=lambda r: (r["global_step"], len(r)))
 
 
+@pytest.mark.slow
 def test_track_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path):
     """Not logged in (no API key) and not offline: W&B refuses, after the envs are built."""
     pytest.importorskip("wandb")

@@ -68,6 +68,7 @@ def two_ranks(tmp_path_factory):
     return tmp
 
 
+@pytest.mark.slow
 def test_gradients_are_the_mean_over_ranks(two_ranks):
     """Each rank's gradient after backward on its shard = the full-batch gradient (the loss is
     a mean over equal shards), computed here without DDP from rank 0's parameters."""
@@ -130,6 +131,7 @@ def test_what_torchrun_cannot_run_is_refused(tmp_path, capsys, monkeypatch):
         assert len(err.splitlines()) == 1 and needle in err, err
 
 
+@pytest.mark.slow
 def test_sigterm_to_torchrun_stops_all_ranks_and_rank_0_saves(tmp_path):
     """torchrun starts each rank in a session of its own and forwards a SIGTERM it gets (from
     its process group) to them: the ranks stop after the same update, rank 0 saves. torchrun

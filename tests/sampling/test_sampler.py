@@ -54,6 +54,7 @@ def snapshot(policy):
     return {k: v.clone() for k, v in policy.state_dict().items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recurrent", [False, True])
 def test_rollout_k_is_collected_by_the_weights_after_k_minus_1_updates(recurrent):
     envs, learner, sampler = setup(recurrent)
@@ -86,6 +87,7 @@ def test_rollout_k_is_collected_by_the_weights_after_k_minus_1_updates(recurrent
     assert not sampler._thread.is_alive()
 
 
+@pytest.mark.slow
 def test_episode_stats_reach_the_learner(tmp_path):
     envs, learner, sampler = setup(num_rollouts=40, log_dir=str(tmp_path))  # Monitor: returns
     try:
@@ -140,6 +142,7 @@ def trained_weights(tmp_path, argv, name):
     return load_checkpoint(run_paths(get_args(argv)).checkpoint)["actor_critic"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "acktr"])  # minibatch orders; K-FAC's sampled Fisher
 def test_async_runs_from_one_seed_end_with_the_same_weights(tmp_path, algo):
     """The learner draws from its own generator while the sampler thread draws actions from
@@ -150,6 +153,7 @@ def test_async_runs_from_one_seed_end_with_the_same_weights(tmp_path, algo):
         assert torch.equal(a[key], b[key]), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("async_rollouts", [False, True])
 def test_only_a_sampler_thread_moves_ppos_minibatches_off_the_global_generator(
         tmp_path, monkeypatch, async_rollouts):

@@ -103,6 +103,7 @@ def run(tmp_path, argv, name):
     return log_dir, load_checkpoint(ckpt)
 
 
+@pytest.mark.slow
 def test_one_worker_trains_exactly_as_the_local_loop(tmp_path):
     """Worker 0 seeds its sampling RNG as main.py does; A2C's update draws no random numbers. So
     one worker must give the local run's weights (up to float rounding of the merged statistics)."""
@@ -117,6 +118,7 @@ def test_one_worker_trains_exactly_as_the_local_loop(tmp_path):
     assert monitor_returns(str(ray_logs)) == monitor_returns(str(local_logs))
 
 
+@pytest.mark.slow
 def test_two_recurrent_ppo_workers_fill_one_storage(tmp_path):
     """2 workers x 2 envs: one 4-column rollout per update, 4 monitor files, statistics of all."""
     argv = TINY + ["--algo", "ppo", "--recurrent-policy", "--num-mini-batch", "2",
@@ -139,6 +141,7 @@ def test_two_recurrent_ppo_workers_fill_one_storage(tmp_path):
     assert len(monitor_returns(str(log_dir / "eval"))) >= 10  # the last evaluation's
 
 
+@pytest.mark.slow
 def test_local_run_resumes_on_workers(tmp_path):
     """Checkpoints are the same with and without workers: a local run goes on with --resume on
     2 workers, its step count, progress log and monitor files continued."""
@@ -154,6 +157,7 @@ def test_local_run_resumes_on_workers(tmp_path):
         assert sum(line.startswith("#") for line in f) == 1  # appended to, not rewritten
 
 
+@pytest.mark.slow
 def test_async_workers_sample_one_update_behind(tmp_path):
     """--async-rollouts: the rollout of update j comes from the weights of update j - 1 (0 for the
     first); --check-rollouts: every rollout the learner stacked matched the worker's checksum."""
@@ -165,6 +169,7 @@ def test_async_workers_sample_one_update_behind(tmp_path):
         assert [int(r["policy_lag"]) for r in csv.DictReader(f)] == [0, 1, 1, 1, 1]
 
 
+@pytest.mark.slow
 def test_killed_worker_is_restarted_and_the_run_completes(tmp_path, capsys, monkeypatch):
     """SIGKILL a worker process during the run: Ray restarts it, its share of the update is
     re-sampled, the run finishes, and stdout and workers.log say what happened."""
@@ -190,6 +195,7 @@ def test_killed_worker_is_restarted_and_the_run_completes(tmp_path, capsys, monk
     assert f"restarted by Ray as pid {calls[3]}" in log, log
 
 
+@pytest.mark.slow
 def test_interrupt_saves_and_closes_the_workers(tmp_path, capsys, monkeypatch):
     """SIGINT during update 2: the update finishes, the checkpoint is saved, the workers are
     closed, one line, exit status 130."""
@@ -214,6 +220,7 @@ def test_interrupt_saves_and_closes_the_workers(tmp_path, capsys, monkeypatch):
     assert load_checkpoint(path)["env_steps"] == 96 and closed == [None]
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_process_group_saves_and_stops_ray(tmp_path):
     """Ray's head processes run in main.py's process group; they leave a scheduler's SIGTERM to
     it, which saves, then shuts Ray down: no process of the group is left."""
@@ -225,6 +232,7 @@ def test_sigterm_to_the_process_group_saves_and_stops_ray(tmp_path):
     assert_saved("".join(ours), 32)
 
 
+@pytest.mark.slow
 def test_worker_whose_env_crashes_is_restarted(tmp_path, capsys):
     env_id = "CrashingCartPole-v0"
     argv = TINY + ["--algo", "a2c", "--num-env-steps", "96", "--num-workers", "1",
@@ -349,6 +357,7 @@ def test_num_workers_without_ray_is_one_line(tmp_path, capsys, monkeypatch):
     assert len(err.splitlines()) == 1 and "pip install -r requirements-ray.txt" in err, err
 
 
+@pytest.mark.slow
 def test_env_kwargs_reach_the_workers(tmp_path):
     """--env-kwargs build the workers' envs (CartPole's Sutton-Barto reward: 0 a step, -1 at the
     fall) and are saved with the checkpoint."""
@@ -360,6 +369,7 @@ def test_env_kwargs_reach_the_workers(tmp_path):
     assert returns and all(r == -1.0 for r in returns)
 
 
+@pytest.mark.slow
 def test_real_time_workers_report_benchmarks(tmp_path):
     """The drone on a worker: its timing statistics come back with each rollout and reach
     progress.csv (time-outs are counted there too; how many depends on the machine's load)."""
@@ -388,6 +398,7 @@ def test_bad_env_kwargs_with_workers_is_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "bogus" in err, err
 
 
+@pytest.mark.slow
 def test_gail_on_workers(tmp_path):
     """GAIL needs nothing of the envs but the learner's normalizer: it runs on workers as locally."""
     from a2c_ppo_acktr.algo.gail import expert_path
@@ -425,6 +436,7 @@ def test_local_modules_are_the_users_own_env_modules(tmp_path, monkeypatch):
             sys.modules.pop(name, None)
 
 
+@pytest.mark.slow
 def test_a_cluster_imports_the_users_env_module(tmp_path):
     """--ray-address: a one-node cluster (``ray start --head``) whose workers import the env
     module of the user's working directory, uploaded beside the repository."""

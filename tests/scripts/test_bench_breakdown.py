@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 
+import pytest
 from breakdown import Overlap, Timer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,6 +41,7 @@ def _table(stdout):
     return lines, rows
 
 
+@pytest.mark.slow
 def test_a_short_run_is_broken_down_into_parts_that_add_up():
     proc = subprocess.run([sys.executable, SCRIPT, "--case", "a", "--total", "2048"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -68,6 +70,7 @@ class _SteppingEnv:
         return group
 
 
+@pytest.mark.slow
 def test_overlap_is_the_share_of_the_stepping_not_waited_for():
     overlap = Overlap()
     overlap.wrap(_SteppingEnv)
@@ -85,6 +88,7 @@ def test_overlap_is_the_share_of_the_stepping_not_waited_for():
     assert 0.4 < share < 0.8, share
 
 
+@pytest.mark.slow
 def test_a_recipe_runs_as_main_py_runs_it():
     proc = subprocess.run([sys.executable, SCRIPT, "--recipe", "original", "--env", "CartPole-v1",
                            "--total", "2048"], capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -96,6 +100,7 @@ def test_a_recipe_runs_as_main_py_runs_it():
     assert abs(sum(float(row[-1].rstrip("%")) for row in rows.values()) - 100) < 1.0
 
 
+@pytest.mark.slow
 def test_bad_choices_get_one_line_and_nothing_runs(tmp_path):
     for argv, says in ((["--recipe", "fast", "--env", "CartPole-v1", "--total", "100"],
                         "recipe 'fast' is the many-env PPO recipe for atari envs"),

@@ -5,10 +5,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts",
                       "bench", "ceiling.py")
 
 
+@pytest.mark.slow
 def test_ceiling_parts_are_timed():
     proc = subprocess.run([sys.executable, SCRIPT, "--cases", "a", "b", "--rounds", "1",
                            "--no-sb3", "--seconds", "0.05"],

@@ -5,12 +5,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from a2c_ppo_acktr.speed import cpu_has_native_bf16
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "bench", "fps.py")
 
 
+@pytest.mark.slow
 def test_variants_get_a_row_each_and_a_refused_one_says_why(tmp_path):
     proc = subprocess.run([sys.executable, SCRIPT, "--cases", "b", "--seeds", "1", "--total", "640",
                            "--ours", "eager", "bf16"], capture_output=True, text=True, timeout=600,

@@ -34,6 +34,7 @@ def test_it_runs_the_readmes_pong_command_and_sb3_with_its_settings():
     assert case["vf_coef"] == recipe["value_loss_coef"] / 2 and case["epochs"] == 4
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_without_cuda_it_says_so_in_one_line():
     proc = subprocess.run([sys.executable, SCRIPT, "--envs", "8"], capture_output=True, text=True,
@@ -130,6 +131,7 @@ with open(os.path.join(log_dir, "ppo", "Fake_seed1", "progress.csv"), "w") as f:
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_at, limit, ended, rows", [(18, 30, "stopped", 3),
                                                          (99, 1.6, "time limit", None)])
 def test_watch_reads_a_growing_progress_csv_and_stops_the_run(tmp_path, stop_at, limit, ended, rows):
@@ -222,6 +224,7 @@ def test_cuda_parts_are_the_readme_command_and_the_fast_recipe():
     assert parts[4].argv[4:8] == ["--num-processes", "128", "--num-mini-batch", "32"]
 
 
+@pytest.mark.slow
 def test_all_on_the_cpu_runs_the_whole_flow_and_writes_its_table(tmp_path):
     """--device cpu: the flow of --all (steady, score, sweep, the table) on CartPole."""
     out = tmp_path / "table.md"
@@ -239,6 +242,7 @@ def test_all_on_the_cpu_runs_the_whole_flow_and_writes_its_table(tmp_path):
     assert f"table: {out}" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
     (["--all", "--device", "cpu", "--budget", "0"],
      "argument --budget: '0' is not a number above 0 (see --help)"),
@@ -254,6 +258,7 @@ def test_bad_input_exits_2_in_one_line(argv, message, tmp_path):
     assert proc.stderr == f"gpu.py: error: {message}\n"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_all_without_cuda_says_so_in_one_line(tmp_path):
     proc = subprocess.run([sys.executable, SCRIPT, "--all"], capture_output=True, text=True,
@@ -327,6 +332,7 @@ print(json.dumps(sorted({d for m in list(sys.modules) for d in owners.get(m.spli
 """
 
 
+@pytest.mark.slow
 def test_the_device_calls_wheels_and_image_hold_what_main_loads():
     """The GPU machine has torch but not gymnasium, ale-py nor stable-baselines3: the documented
     call must carry every package that main.py loads to train and that its image lacks."""

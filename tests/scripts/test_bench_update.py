@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "scripts", "bench", "update.py")
 
@@ -16,6 +18,7 @@ def _run(*args):
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_a_ppo_update_is_timed_per_gradient_step():
     out = _run("--case", "a", "--updates", "2")
     us, per_step, steps = re.match(r"case a: (\d+) us per update, (\d+) us per gradient step "
@@ -23,6 +26,7 @@ def test_a_ppo_update_is_timed_per_gradient_step():
     assert int(steps) == 16 and 0 < int(per_step) * 16 <= int(us) + 16
 
 
+@pytest.mark.slow
 def test_vs_another_tree_prints_each_pair_and_the_median():
     out = _run("--case", "b", "--updates", "20", "--vs", REPO, "--pairs", "2")
     assert len(re.findall(r"^pair \d: this code \d+ us, .* \d+ us, ratio \d+\.\d\d$", out,

@@ -17,6 +17,7 @@ def whole(*args: str, tmp_path) -> subprocess.CompletedProcess:
                           timeout=600, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
 
 
+@pytest.mark.slow
 def test_a_pair_prints_its_times_and_the_case_its_summary(tmp_path):
     proc = whole("--cases", "b", "--pairs", "1", "--warmup", "0", "--total", "640",
                  tmp_path=tmp_path)

@@ -12,6 +12,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_benchmark_end_to_end(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(
@@ -86,6 +87,7 @@ def test_each_run_gets_its_share_of_the_cores(tmp_path, monkeypatch):
     assert seen == ["2", "3"]
 
 
+@pytest.mark.slow
 def test_reuse_continues_a_run_cut_short(tmp_path):
     import benchmark
 
@@ -104,6 +106,7 @@ def test_reuse_continues_a_run_cut_short(tmp_path):
     assert again["wall"] == benchmark.elapsed(again["rows"])[-1]  # both parts' training time
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_benchmark_alone_stops_and_saves_its_runs(tmp_path):
     """``kill <pid>`` or ``timeout`` signal benchmark.py only: the run under way saves and stops
     (it would otherwise train on, orphaned), the next is not started, the lines say so."""
@@ -177,6 +180,7 @@ def test_benchmark_refuses_bad_numbers_and_empty_paths(tmp_path, monkeypatch, ca
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_benchmark_refuses_env_outside_suite(tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "mujoco",
@@ -184,6 +188,7 @@ def test_benchmark_refuses_env_outside_suite(tmp_path):
     assert proc.returncode == 2 and "not in the mujoco suite" in proc.stderr
 
 
+@pytest.mark.slow
 def test_benchmark_runs_each_backend_as_a_row(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(
@@ -206,6 +211,7 @@ def test_benchmark_runs_each_backend_as_a_row(tmp_path):
     assert "--vec-env shmem" in (out / "results.md").read_text()
 
 
+@pytest.mark.slow
 def test_benchmark_refuses_unknown_backend(tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
@@ -214,6 +220,7 @@ def test_benchmark_refuses_unknown_backend(tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_flags_after_dashes_change_every_run(tmp_path):
     """``-- <main.py flags>``: each run trains with them, the row and the commands name them, and
     the runs lie apart from the recipe's own (``--reuse`` reads them back, not the recipe's); the
@@ -252,6 +259,7 @@ def test_flags_after_dashes_change_every_run(tmp_path):
     (["--bogus"], ["--bogus"]),
     (["--num-mini-batch", "1000"], ["--num-mini-batch"]),
 ])
+@pytest.mark.slow
 def test_bad_flags_after_dashes_get_one_line_and_start_nothing(tmp_path, extra, names):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",

@@ -122,6 +122,7 @@ def test_aggregate_interpolates_onto_common_overlap():
     assert x2[0] == 20 and x2[-1] == 60
 
 
+@pytest.mark.slow
 def test_cli_one_png_per_env_id(tmp_path):
     logs = tmp_path / "logs"
     rng = np.random.default_rng(0)
@@ -144,6 +145,7 @@ def test_cli_one_png_per_env_id(tmp_path):
     assert str(out_dir / "CartPole-v1.png") in out
 
 
+@pytest.mark.slow
 def test_cli_single_out(tmp_path):
     run = make_run(tmp_path / "run", np.arange(50.0))
     out = tmp_path / "sub" / "curve.png"
@@ -151,6 +153,7 @@ def test_cli_single_out(tmp_path):
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["missing", "empty", "noglob"])
 def test_cli_error_path(tmp_path, kind):
     good = make_run(tmp_path / "good", [1.0, 2.0, 3.0])
@@ -169,6 +172,7 @@ def test_cli_error_path(tmp_path, kind):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_cli_help():
     rc, out, _ = plot("--help")
     assert rc == 0 and "usage: plot.py" in out

@@ -46,6 +46,7 @@ def test_acktr_splits_the_predicted_kl_by_loss_term(capsys):
         assert 0 < float(re.search(r"nu (\d\.\d+)", line).group(1)) <= 1
 
 
+@pytest.mark.slow
 def test_from_a_checkpoint_with_a_flag_overridden(tmp_path, capsys):
     paths = run(tmp_path, SHORT + ["--algo", "acktr"])
     capsys.readouterr()  # the run's own log
@@ -65,10 +66,12 @@ def test_from_a_checkpoint_with_a_flag_overridden(tmp_path, capsys):
     (CARTPOLE + ["--recurrent-policy"], "--recurrent-policy"),
     (["--env-name", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
 ])
+@pytest.mark.slow
 def test_bad_input_is_one_line(capsys, argv, needle):
     expect_exit_2(capsys, argv, needle, step_size.main)
 
 
+@pytest.mark.slow
 def test_ppo_from_a_checkpoint(tmp_path, capsys):
     paths = run(tmp_path, SHORT + ["--algo", "ppo", "--num-mini-batch", "2"])
     capsys.readouterr()
