@@ -115,6 +115,7 @@ def test_a_glob_that_matches_nothing_is_one_line(tmp_path, compare):
     assert rc == 2 and "no run directories match" in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_as_a_user_runs_it(tmp_path):
     base = runs(tmp_path, "a", "CartPole-v1", [10, 20, 30])
     res = subprocess.run([sys.executable, str(SCRIPT), "--run", f"ppo={base}"],
