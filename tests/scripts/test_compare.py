@@ -122,3 +122,15 @@ def test_as_a_user_runs_it(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "| ppo | 3 | 20.0 [10.0, 30.0] | 20.0 [10.0, 30.0] | baseline |" in res.stdout
+
+
+def test_iqm_curves_of_seeds():
+    """``curves.aggregate(band="iqm")`` (compare.py's curves, ``plot.py --band iqm``): the IQM of
+    the seeds' smoothed curves point by point, inside its interval."""
+    import curves
+
+    steps = np.arange(1, 11) * 100.0
+    runs = [(steps, np.full(10, level)) for level in (1.0, 2.0, 3.0, 100.0)]
+    x, middle, low, high = curves.aggregate(runs, num_points=5, smooth=1, band="iqm")
+    assert np.allclose(middle, 2.5) and np.all(low <= middle) and np.all(middle <= high)
+    assert np.all(high <= 100) and len(x) == 5
