@@ -46,7 +46,7 @@ from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run import stats
 from a2c_ppo_acktr.run.arguments import Parser, get_args
 from a2c_ppo_acktr.run.arguments import build_parser as build_main_parser
-from a2c_ppo_acktr.run.checks import check_paths, count
+from a2c_ppo_acktr.run.checks import SEED, check_numbers, check_paths, count
 from a2c_ppo_acktr.run.config import given_flags
 from a2c_ppo_acktr.run.interrupt import Children
 from space import Spec, specs_of
@@ -61,6 +61,7 @@ except ImportError:  # the .[tune] extra: one line says so
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLL_S = 1.0  # how often a trial reads its runs' progress.csv
 REPORTS = 10  # points of the learning curve reported to the pruner: each tenth of the budget
+FAILS = 5  # trials in a row that fail (failed trials do not count toward --n-trials): it stops
 
 
 def build_parser() -> Parser:
@@ -148,6 +149,7 @@ class Trials:
         self.budget = get_args(fixed).num_env_steps
         self.out = os.path.abspath(os.path.join(args.out, args.study_name))
         self.threads = str(max(1, (os.cpu_count() or 1) // len(args.seeds)))
+        self.failed = 0  # trials in a row
 
     def __call__(self, trial) -> float:
         values = {spec.flag: spec.suggest(trial) for spec in self.specs}
@@ -196,9 +198,15 @@ class Trials:
             failed = failed or [(self.args.seeds[0], dirs[0], str(e))]
         if failed:
             seed, d, why = failed[0]
-            print(f"{shown}: failed: seed {seed}: {f'exit status {why}' if isinstance(why, int) else why}, "
-                  f"see {os.path.join(d, 'stdout.log')}", flush=True)
+            log = os.path.join(d, "stdout.log")
+            if isinstance(why, int):  # its last line: main.py's one-line error, if it gave one
+                with open(log, errors="replace") as f:
+                    last = ([line.strip() for line in f if line.strip()] or [""])[-1]
+                why = f"exit status {why}: {last}"
+            print(f"{shown}: failed: seed {seed}: {why} (see {log})", flush=True)
+            self.failed += 1
             return math.nan  # a failed trial: the study goes on
+        self.failed = 0
         value = float(np.mean(scores))
         trial.set_user_attr("scores", scores)
         seeds = "seeds" if len(scores) > 1 else "seed"
@@ -236,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("needs optuna: pip install -e .[tune]")
     args.study_name = args.study_name or f"{args.algo}-{args.env_name.replace('/', '_')}"
     try:
+        check_numbers(args, {"seeds": SEED})
         check_paths(args, ["out", "best_config", "storage", "study_name"])
     except ConfigError as e:
         p.error(str(e))
@@ -248,13 +257,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     def stopped() -> bool:
         return RUNS.signum is not None
 
+    trials = Trials(args, specs, fixed)
+
     def enough(study, trial) -> None:  # every process's trials count, those running too
-        if not room(study, storage, args.n_trials, stopped):
+        if trials.failed >= FAILS or not room(study, storage, args.n_trials, stopped):
             study.stop()
     with RUNS:
         try:
             if room(study, storage, args.n_trials, stopped):
-                study.optimize(Trials(args, specs, fixed), callbacks=[enough])
+                study.optimize(trials, callbacks=[enough])
             if RUNS.signum is not None:
                 raise Stopped()
         except Stopped:
@@ -263,6 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{args.n_trials} trials finished; the same command continues the study",
                   file=sys.stderr)
             return 128 + (RUNS.signum or signal.SIGINT)
+    if trials.failed >= FAILS:
+        print(f"tune.py: {FAILS} trials in a row failed (their lines above say why); stopped",
+              file=sys.stderr)
+        return 1
     return report_best(study, fixed, args.best_config or f"{args.study_name}_best.json")
 
 
