@@ -22,6 +22,7 @@ import os
 import sys
 
 import numpy as np
+from plot import expand_dirs, parse_run_spec
 
 from a2c_ppo_acktr.envs.episodes import load_run
 from a2c_ppo_acktr.errors import LogError
@@ -29,7 +30,6 @@ from a2c_ppo_acktr.run import reference_scores, stats
 from a2c_ppo_acktr.run.arguments import Parser
 from a2c_ppo_acktr.run.checks import count
 from curves import aggregate, env_filename, plot_curves
-from plot import expand_dirs, parse_run_spec
 
 ALL = "all"  # the aggregate over envs, in the JSON beside the env ids
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from plot import expand_dirs, parse_run_spec
 
 from a2c_ppo_acktr.envs.episodes import load_episodes
 from a2c_ppo_acktr.errors import LogError
 from a2c_ppo_acktr.run.arguments import Parser
-from plot import expand_dirs, parse_run_spec
 
 
 def build_parser() -> Parser:
