@@ -2,7 +2,7 @@
 statistical precipice"; their library rliable is archived): the interquartile mean (IQM), 95%
 stratified bootstrap confidence intervals, the probability of improvement P(X > Y) and
 performance profiles, as rliable defines them. ``scripts/benchmark.py``, ``compare.py``,
-``tune.py`` and ``curves.py`` share them.
+``tune.py``, ``results_stats.py`` and ``curves.py`` share them.
 
 Scores come as *strata*: one 1-D array of run scores per env (a task), the same envs in the same
 order for every algorithm compared. With one env there is one stratum. The bootstrap resamples
