@@ -24,6 +24,16 @@ def finished(study, running: bool = False) -> int:
     return len(study.get_trials(deepcopy=False, states=states))
 
 
+def surplus(study, number: int, n_trials: int) -> bool:
+    """Whether trial ``number`` is beyond the study's budget: ``n_trials`` trials numbered below it
+    have finished or are running. Two processes that find room at the same moment each start a
+    trial; the later one gives way."""
+    states = [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
+              optuna.trial.TrialState.RUNNING]
+    return sum(t.number < number for t in study.get_trials(deepcopy=False, states=states)) \
+        >= n_trials
+
+
 def fail_dead(study, storage) -> None:
     """Fail the running trials whose tune.py is gone: on this machine at once (its pid), elsewhere
     once their heartbeat is stale. A kill -9 loses its trial, not the study's budget."""

@@ -54,7 +54,7 @@ from space import Spec, specs_of
 try:
     import optuna
 
-    from study import PROCESS, finished, open_study, room
+    from study import PROCESS, finished, open_study, room, surplus
 except ImportError:  # the .[tune] extra: one line says so
     optuna = None
 
@@ -118,6 +118,10 @@ class Stopped(Exception):
     """Ctrl-C or SIGTERM: the trial's runs saved and stopped."""
 
 
+class Surplus(Exception):
+    """A trial beyond the study's budget, begun as another process began the last one: not run."""
+
+
 def logged(log_dir: str) -> list[tuple[int, float]]:
     """(env steps, logged last-10 return) of each row of the run's progress.csv that has one."""
     rows: list[tuple[int, float]] = []
@@ -152,6 +156,10 @@ class Trials:
         self.failed = 0  # trials in a row
 
     def __call__(self, trial) -> float:
+        if surplus(trial.study, trial.number, self.args.n_trials):
+            print(f"trial {trial.number}: not run: {self.args.n_trials} trials of the study have "
+                  "finished or are running", flush=True)
+            raise Surplus()
         values = {spec.flag: spec.suggest(trial) for spec in self.specs}
         flags = [a for spec in self.specs for a in spec.argv(values[spec.flag])]
         trial.set_user_attr("flags", flags)
@@ -265,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with RUNS:
         try:
             if room(study, storage, args.n_trials, stopped):
-                study.optimize(trials, callbacks=[enough])
+                study.optimize(trials, callbacks=[enough], catch=(Surplus,))
             if RUNS.signum is not None:
                 raise Stopped()
         except Stopped:
