@@ -2,7 +2,9 @@
 checkpoint on --resume, the collector that samples for it and its evaluations. Bad input raises a
 ``ConfigError`` or ``CheckpointError`` with one line, the envs closed."""
 import functools
+import inspect
 import os
+from collections.abc import Callable
 from typing import Optional
 
 import numpy as np
@@ -36,24 +38,34 @@ def run_policy_kwargs(cfg: PolicyConfig) -> dict:
     return {**policy_kwargs(cfg), "precision": cfg.precision}
 
 
+# --algo's agent classes (run/checks.py refuses another name).
+AGENTS: dict[str, Callable[..., algo.Agent]] = {"a2c": algo.A2C_ACKTR, "ppo": algo.PPO,
+                                       "acktr": algo.A2C_ACKTR}
+
+
+def agent_settings(cfg: AlgoConfig, agent: Callable[..., algo.Agent]) -> dict:
+    """The fields (and properties) of ``cfg`` that ``agent.__init__`` takes, by their names (and
+    its bases' where it passes ``**kwargs`` on): a flag declared in ``AlgoConfig`` and taken by
+    the agent's ``__init__`` under its name reaches it without this module naming it."""
+    taken: set[str] = set()
+    for cls in inspect.getmro(agent) if isinstance(agent, type) else ():
+        if "__init__" not in vars(cls):
+            continue
+        parameters = inspect.signature(vars(cls)["__init__"]).parameters.values()
+        taken |= {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return {name: getattr(cfg, name) for name in sorted(taken - {"self", "actor_critic", "generator"})
+            if hasattr(cfg, name)}
+
+
 def make_agent(cfg: AlgoConfig, actor_critic: Policy,
                generator: Optional[torch.Generator] = None) -> algo.Agent:
-    """The ``--algo`` agent on ``actor_critic`` (run/checks.py refuses an unknown name), drawing
-    its random numbers (PPO's minibatches, ACKTR's sampled Fisher) from ``generator`` (None:
-    torch's global one)."""
-    if cfg.algo == "ppo":
-        return algo.PPO(actor_critic, cfg.clip_param, cfg.ppo_epoch, cfg.num_mini_batch,
-                        cfg.value_loss_coef, cfg.entropy_coef, lr=cfg.lr, eps=cfg.eps,
-                        max_grad_norm=cfg.max_grad_norm,
-                        use_clipped_value_loss=cfg.use_clipped_value_loss,
-                        advantage_norm=cfg.advantage_norm, desired_kl=cfg.desired_kl,
-                        lr_decay_horizon=cfg.lr_decay_horizon,
-                        recompute_advantages=cfg.recompute_advantages, generator=generator)
-    assert cfg.algo in ("a2c", "acktr"), f"--algo {cfg.algo!r}"
-    return algo.A2C_ACKTR(actor_critic, cfg.value_loss_coef, cfg.entropy_coef, lr=cfg.lr,
-                          eps=cfg.eps, alpha=cfg.alpha, max_grad_norm=cfg.max_grad_norm,
-                          acktr=cfg.algo == "acktr", lr_decay_horizon=cfg.lr_decay_horizon,
-                          kfac=cfg.kfac_settings, generator=generator)
+    """The ``--algo`` agent on ``actor_critic`` with its settings from ``cfg``
+    (``agent_settings``), drawing its random numbers (PPO's minibatches, ACKTR's sampled Fisher)
+    from ``generator`` (None: torch's global one)."""
+    agent = AGENTS[cfg.algo]
+    return agent(actor_critic, **agent_settings(cfg, agent), generator=generator)
 
 
 def learner_generator(cfg: Config, env_steps: int, device: torch.device

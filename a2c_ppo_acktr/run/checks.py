@@ -1,200 +1,92 @@
-"""What the entry points refuse before anything is built: flag values out of range (``NUMBERS``,
-``check_numbers``; enjoy.py's and scripts/benchmark.py's flags too), empty paths, flags that
-exclude each other, and ``--env-kwargs`` pairs. Each refusal is a ``ConfigError`` of one line
+"""What the entry points refuse before anything is built: flag values out of range or not among
+their choices (from the flags' declarations in a2c_ppo_acktr/config/; enjoy.py's and
+scripts/benchmark.py's flags too), empty paths, flags that exclude each other or that the
+``--algo`` does not use, and ``--env-kwargs`` pairs. Each refusal is a ``ConfigError`` of one line
 naming the bad value and what would be accepted; ``arguments.get_args`` prints it and exits."""
 import argparse
-import ast
 import importlib.util
-import math
 import os
-import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Optional
+from typing import Any
 
-from a2c_ppo_acktr.algo import ALGOS
-from a2c_ppo_acktr.algo.gail import REWARDS as GAIL_REWARDS
-from a2c_ppo_acktr.envs import VEC_ENV_KINDS
+from a2c_ppo_acktr.config import declarations
+from a2c_ppo_acktr.config.env import parse_env_kwargs  # noqa: F401  (the entry points')
+from a2c_ppo_acktr.config.flag import COUNT, FINITE, SEED, Takes, count  # noqa: F401  (count too)
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.run.recipes import option
 from a2c_ppo_acktr.speed import bf16_missing
 
-# ACKTR's optimizer flags: --kfac-X sets KFACOptimizer's X (run/build.py's kfac_settings).
-KFAC_OPTIONS = ("kfac_lr", "kfac_kl_clip", "kfac_damping", "kfac_split_bias")
-
-
-class Takes(NamedTuple):
-    """The values a numeric flag takes: ``low`` to ``high`` (``low`` itself not when ``above``;
-    never NaN); ``text`` says so in the refusal."""
-    low: float
-    high: float
-    text: str
-    above: bool = False
-
-    def accepts(self, value: float) -> bool:
-        return (self.low < value if self.above else self.low <= value) and value <= self.high
-
-
-# Step counts and intervals are summed and stored as 64-bit integers (torch, numpy).
-COUNT = Takes(1, 2**63 - 1, "a positive integer below 2**63")
-COUNT_0 = Takes(0, 2**63 - 1, "0 or a positive integer below 2**63")
-# numpy's global seed takes [0, 2**32); each env gets seed + its rank (ALE wraps past 2**31).
-SEED = Takes(0, 2**32 - 1, "an integer from 0 to 2**32 - 1")
-POSITIVE = Takes(0, sys.float_info.max, "positive and finite", above=True)
-FRACTION = Takes(0, 1, "in [0, 1]")
-FINITE = Takes(-sys.float_info.max, sys.float_info.max, "finite")
-# main.py's numeric flags; None (unset) passes.
-NUMBERS: dict[str, Takes] = {
-    **dict.fromkeys(("num_processes", "num_steps", "ppo_epoch", "num_mini_batch",
-                     "log_interval", "save_interval", "save_history", "num_env_steps",
-                     "eval_interval", "hidden_size", "lr_decay_horizon", "gail_batch_size",
-                     "gail_epoch", "gail_warmup_epoch"), COUNT),
-    **dict.fromkeys(("num_workers", "gail_warmup_updates"), COUNT_0),
-    "seed": SEED,
-    **dict.fromkeys(("lr", "eps", "clip_param", "action_mean_gain", "desired_kl", "kfac_lr",
-                     "kfac_kl_clip", "kfac_damping"), POSITIVE),
-    "max_grad_norm": Takes(0, math.inf, "positive (inf: no clipping)", above=True),
-    **dict.fromkeys(("entropy_coef", "value_loss_coef"),
-                    Takes(0, sys.float_info.max, "0 or positive, and finite")),
-    **dict.fromkeys(("gamma", "gae_lambda", "alpha"), FRACTION),
-    # the initial std is e^x: e^±20 is past any action scale (float32 variances overflow at 44)
-    "log_std_init": Takes(-20, 20, "in [-20, 20] (a standard deviation e^-20 to e^20)"),
-}
-# Paths that must name something: '' would put files in, or read them from, the working directory.
-PATHS = ("log_dir", "gail_experts_dir", "ray_address", "resume")
 # The numeric flags of enjoy.py and gail_experts/generate.py (run/playback.py's included).
 PLAYBACK_NUMBERS = {"episodes": COUNT, "max_steps": COUNT, "seed": SEED, "train_seed": SEED}
 # scripts/benchmark.py's own (main.py checks the rest of each run's flags).
 BENCHMARK_NUMBERS = {"seeds": SEED, "num_env_steps": COUNT, "jobs": COUNT, "thresholds": FINITE}
 
 
-def count(text: str) -> int:
-    """argparse type: integers that may be written as floats, like the original's
-    ``--num-env-steps 10e6``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not math.isfinite(value) or value != int(value):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    return int(value)
+def _values(args: Any) -> Mapping[str, Any]:
+    return args if isinstance(args, Mapping) else vars(args)
 
 
-def check_numbers(args: argparse.Namespace, takes: Mapping[str, Takes]) -> None:
-    """``ConfigError`` naming the first flag of ``takes`` whose value in ``args`` it does not
-    accept (a list: each of its values; a flag ``args`` lacks passes)."""
+def numbers() -> dict[str, Takes]:
+    """main.py's numeric flags and the values each takes (its declaration's)."""
+    return {spec.dest: spec.takes for spec in declarations() if spec.takes is not None}
+
+
+def check_numbers(args: Any, takes: Mapping[str, Takes]) -> None:
+    """``ConfigError`` naming the first flag of ``takes`` whose value in ``args`` (a Namespace or
+    a mapping) it does not accept (a list: each of its values; a flag ``args`` lacks passes)."""
+    given = _values(args)
     for name, rule in takes.items():
-        values = getattr(args, name, None)
+        values = given.get(name)
         for value in values if isinstance(values, list) else [values]:
             if value is not None and not rule.accepts(value):
                 shown = f"{value:g}" if isinstance(value, int) and abs(value) >= 10**16 else value
                 raise ConfigError(f"{option(name)} must be {rule.text}, got {shown}")
 
 
-def check_paths(args: argparse.Namespace, names: Sequence[str]) -> None:
-    """``ConfigError`` naming the first flag of ``names`` given as ''."""
+def check_paths(args: Any, names: Sequence[str]) -> None:
+    """``ConfigError`` naming the first flag of ``names`` given as '' in ``args``."""
+    given = _values(args)
     for name in names:
-        if getattr(args, name) == "":
+        if given.get(name) == "":
             raise ConfigError(f"{option(name)} is empty: give a path"
                               + (" (bare --resume continues the run the other flags name)"
                                  if name == "resume" else ""))
 
 
-def check_values(args: argparse.Namespace) -> None:
-    """Each of main.py's flags on its own: numbers in range, paths not empty."""
-    check_numbers(args, NUMBERS)
-    check_paths(args, PATHS)
+def check_values(values: Mapping[str, Any]) -> None:
+    """Each of main.py's flags in ``values`` ({dest: value}, some or all) on its own: a name
+    among its choices, a number in range, a path not empty (as declared)."""
+    specs = declarations()
+    for spec in specs:
+        if spec.dest in values and spec.choices is not None and spec.refuse == "check":
+            if values[spec.dest] not in (known := spec.names()):
+                raise ConfigError(f"unknown {spec.option} {values[spec.dest]!r}; choose one of: "
+                                  + ", ".join(known))
+    check_numbers(values, numbers())
+    check_paths(values, [spec.dest for spec in specs if spec.nonempty])
 
 
-def _literal(text):
-    """'0.02' -> 0.02, '200' -> 200, 'true'/'True' -> True, 'none' -> None, other text stays text."""
-    lowered = {"true": True, "false": False, "none": None, "null": None}
-    if text.lower() in lowered:
-        return lowered[text.lower()]
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        pass
-    try:
-        return float(text)  # inf, nan
-    except ValueError:
-        return text
-
-
-def parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["key=value", ...]`` -> dict with values parsed by ``_literal``."""
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise ConfigError("--env-kwargs expects KEY=VALUE pairs like ep_max_length=200, "
-                              f"got {pair!r}")
-        if key in kwargs:
-            raise ConfigError(f"--env-kwargs gives {key!r} twice")
-        kwargs[key] = _literal(value)
-    return kwargs
-
-
-def check_minibatches(args: argparse.Namespace) -> Optional[str]:
-    """PPO cuts each rollout into minibatches of ``units // num_mini_batch`` samples (whole envs
-    when recurrent), as many as fit, the rest left out: the original's ``BatchSampler(...,
-    drop_last=True)``. Refuse what gives empty minibatches; -> a warning when the cut is uneven."""
-    envs = args.num_processes * max(1, args.num_workers)  # Ray workers fill one storage
-    if args.recurrent_policy:
-        units, what, unit = envs, f"the number of envs ({envs})", "envs"
-    else:
-        units, unit = envs * args.num_steps, "samples"
-        what = f"--num-processes * --num-steps ({envs} * {args.num_steps} = {units})"
-    if units < args.num_mini_batch:
-        raise ConfigError(f"{what} must be at least --num-mini-batch ({args.num_mini_batch})"
-                          + (" for recurrent PPO" if args.recurrent_policy else ""))
-    if units % args.num_mini_batch:
-        size = units // args.num_mini_batch
-        count, dropped = units // size, units % size
-        return (f"{what} is not a multiple of --num-mini-batch ({args.num_mini_batch}): each PPO "
-                f"epoch takes {count} minibatches of {size} {unit}, as the original did"
-                + (f", leaving {dropped} out" if dropped else ""))
-    return None
-
-
-def _check_ranges(args: argparse.Namespace) -> None:
-    for name, known in (("algo", ALGOS), ("vec_env", VEC_ENV_KINDS),
-                        ("gail_reward", GAIL_REWARDS)):
-        if getattr(args, name) not in known:
-            raise ConfigError(f"unknown {option(name)} {getattr(args, name)!r}; choose one of: "
-                              + ", ".join(known))
-    check_values(args)
+def _check_combinations(args: argparse.Namespace) -> None:
     if args.num_env_steps < args.num_processes * args.num_steps:
         raise ConfigError(f"--num-env-steps ({args.num_env_steps}) is less than one rollout "
                           "(--num-processes * --num-steps = "
                           f"{args.num_processes * args.num_steps})")
-
-
-def _check_combinations(args: argparse.Namespace) -> None:
     if args.algo == "acktr" and args.recurrent_policy:
         raise ConfigError("--algo acktr does not support --recurrent-policy: K-FAC here covers "
                           "Linear and Conv2d layers only, not the GRU")
-    if args.desired_kl is not None:
-        if args.algo != "ppo":
-            raise ConfigError(f"--desired-kl adapts PPO's learning rate; --algo {args.algo} does "
-                              "not use it")
-        if args.use_linear_lr_decay:
-            raise ConfigError("--desired-kl and --use-linear-lr-decay both set the learning "
-                              "rate: drop one")
-    if args.recompute_advantages:
-        if args.algo != "ppo":
-            raise ConfigError(f"--recompute-advantages recomputes them between PPO's epochs; "
-                              f"--algo {args.algo} has no epochs")
-        if args.recurrent_policy:
-            raise ConfigError("--recompute-advantages needs a feed-forward policy, not "
-                              "--recurrent-policy: its values depend on hidden states kept from "
-                              "the old weights")
-    for name in KFAC_OPTIONS:
-        if getattr(args, name) is not None and args.algo != "acktr":
-            raise ConfigError(f"{option(name)} sets ACKTR's K-FAC optimizer; --algo {args.algo} "
-                              "does not use it")
-    if args.value_norm and args.algo != "ppo":
-        raise ConfigError(f"--value-norm scales PPO's value loss; --algo {args.algo} does not "
-                          "use it")
+    for spec in declarations():  # a flag set that this --algo does not use, where refused
+        if spec.unused and not spec.applies(args.algo) and \
+                getattr(args, spec.dest) != spec.default:
+            raise ConfigError(f"{spec.option} {spec.unused.format(algo=args.algo)}"
+                              + ("" if "{algo}" in spec.unused
+                                 else f"; --algo {args.algo} does not use it"))
+    if args.desired_kl is not None and args.use_linear_lr_decay:
+        raise ConfigError("--desired-kl and --use-linear-lr-decay both set the learning rate: "
+                          "drop one")
+    if args.recompute_advantages and args.recurrent_policy:
+        raise ConfigError("--recompute-advantages needs a feed-forward policy, not "
+                          "--recurrent-policy: its values depend on hidden states kept from "
+                          "the old weights")
     if args.lr_decay_horizon is not None and not args.use_linear_lr_decay:
         raise ConfigError("--lr-decay-horizon is the horizon of --use-linear-lr-decay, which is "
                           "off")
@@ -268,11 +160,22 @@ def check_precision(precision: str, cuda: bool) -> None:
         raise ConfigError(f"--precision bf16 needs {missing}")
 
 
-def check_args(args: argparse.Namespace) -> list[str]:
-    """Refuse values that would otherwise fail deep inside torch or silently misbehave
-    (``ConfigError``, one line); -> warnings about settings that run, but unevenly."""
-    _check_ranges(args)
+def check_together(args: argparse.Namespace) -> list[str]:
+    """How the values of ``args``, each checked on its own (``check_values``), go together:
+    ``ConfigError`` (one line) where they would fail deep inside torch or silently misbehave;
+    -> warnings about settings that run, but unevenly."""
     _check_combinations(args)
     check_ddp(args)
-    # Warnings wait until all input is checked: bad input gets its one error line only.
-    return [w for w in [check_minibatches(args) if args.algo == "ppo" else None] if w]
+    # A flag's own check against the others, where its --algo uses it (PPO's minibatches); its
+    # warnings wait until all input is checked: bad input gets its one error line only.
+    values = vars(args)
+    found = [spec.check(values) for spec in declarations()
+             if spec.check is not None and spec.applies(args.algo)]
+    return [warning for warning in found if warning]
+
+
+def check_args(args: argparse.Namespace) -> list[str]:
+    """``check_values`` and ``check_together`` of a Namespace of all of main.py's flags (as
+    ``build_parser().parse_args`` gives); -> the warnings."""
+    check_values(vars(args))
+    return check_together(args)

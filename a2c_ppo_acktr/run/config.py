@@ -3,8 +3,9 @@
 The flags resolve in layers, each over the one before: main.py's defaults, then a ``--recipe``,
 then the flags of a ``--config`` file (as if given before the command line's; its recipe counts)
 or on ``--resume`` the flags saved with the run, then the command line, wherever a flag stands
-in it. A resumed run may change only the flags of ``MAY_CHANGE``; another flag given with a value
-other than its saved one is refused. What a run resolved to (``run_config``: flags, library
+in it; each layer's values are checked once, as it is read. A resumed run may change only the
+flags declared with a rule for it (``may_change``); another flag given with a value other than
+its saved one is refused. What a run resolved to (``run_config``: flags, library
 versions, git commit) goes to ``<log dir of the run>/config.json`` at its start and into its
 checkpoint (key "config"), plain values only.
 """
@@ -17,52 +18,46 @@ import subprocess
 import sys
 from typing import Any, Optional
 
+from a2c_ppo_acktr.config import declarations
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.run import checks, recipes
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.run.config_file import CONFIG_FILE, file_flags, read_flags
 from a2c_ppo_acktr.utils import save_atomic
 
-# How this start treats the run and where its flags come from, not what the run is.
-NOT_SAVED = ("resume", "overwrite", "config_file")
-PATHS = ("log_dir", "save_dir", "gail_experts_dir")  # saved absolute: --resume works from anywhere
 VERSIONS = ("torch", "gymnasium", "ale-py", "mujoco", "numpy")
-# The flags a resumed run may change, with the rule its log gives; any other keeps its saved value.
-MAY_CHANGE = {
-    "num_env_steps": "the run trains on to the new total (none if it is already past it)",
-    "lr_decay_horizon": "from here on the learning rate is --lr * (1 - steps / the new horizon), "
-                        "a step away from the saved schedule's value",
-    "log_interval": "output only", "save_interval": "output only",
-    "eval_interval": "output only", "save_history": "output only",
-    "no_cuda": "the device only: the weights and optimizer state load onto it",
-    "cuda_deterministic": "the device only",
-    "vec_env": "how the envs are stepped, not what they are",
-    "compile": "how the act step and the loss run, not what they compute",
-    "precision": "the network's arithmetic, not its weights (fp32 in the checkpoint)",
-    "num_workers": "where the rollouts are sampled: this process or Ray workers of "
-                   "--num-processes envs each",
-    "ray_address": "where the Ray workers run", "check_rollouts": "a debug check only",
-    "log_dir": "the run's files were moved", "save_dir": "the run's files were moved",
-    "capture_video": "output only", "track": "output only",
-    "wandb_project_name": "output only", "wandb_entity": "output only",
-}
+
+
+def not_saved() -> list[str]:
+    """How this start treats the run and where its flags come from, not what the run is."""
+    return [spec.dest for spec in declarations() if not spec.saved]
+
+
+def may_change() -> dict[str, str]:
+    """The flags a resumed run may change, with the rule its log gives (their declarations');
+    any other keeps its saved value."""
+    return {spec.dest: spec.may_change for spec in declarations() if spec.may_change}
 
 
 def _norm(dest: str, value: Any) -> Any:
-    if dest in PATHS and value:
-        return os.path.abspath(os.path.expanduser(value))
+    if value and any(spec.dest == dest and spec.absolute for spec in declarations()):
+        return os.path.abspath(os.path.expanduser(value))  # saved absolute
     if dest == "env_kwargs":
         return sorted(value)
     return value
 
 
+def defaults_of(parser: argparse.ArgumentParser) -> dict:
+    """{destination: default} of ``parser``'s flags (a caller may have changed some)."""
+    return {a.dest: parser.get_default(a.dest) for a in parser._actions
+            if a.option_strings and a.dest != "help"}
+
+
 def given_flags(parser: argparse.ArgumentParser, argv: list[str]) -> dict:
-    """{destination: value} of the flags ``argv`` gives, without defaults."""
+    """{destination: value} of the flags ``argv`` gives, without defaults: its one parse."""
     unset = object()  # argparse sets defaults only on what the namespace does not hold yet
-    namespace = argparse.Namespace(**dict.fromkeys(vars(parser.parse_args([])), unset))
+    namespace = argparse.Namespace(**dict.fromkeys(defaults_of(parser), unset))
     return {d: v for d, v in vars(parser.parse_args(argv, namespace)).items() if v is not unset}
-
-
 def versions() -> dict:
     """Python's version and the installed versions of the libraries a run's results depend on."""
     found: dict[str, str | None] = {"python": platform.python_version()}
@@ -95,7 +90,7 @@ def git_commit() -> dict:
 def run_config(flags: dict, argv: list[str]) -> dict:
     """What a run is: its resolved ``flags`` (paths absolute), the command line (and directory)
     it was started or last resumed with, the library versions and the git commit; plain values."""
-    return {"flags": {dest: _norm(dest, value) if dest in PATHS else value
+    return {"flags": {dest: value if dest == "env_kwargs" else _norm(dest, value)
                       for dest, value in flags.items()},
             "argv": list(argv), "cwd": os.getcwd(), "versions": versions(), "git": git_commit()}
 
@@ -135,19 +130,19 @@ def _run_dir_config(run_dir: str) -> dict:
 
 
 def _check_changes(saved: dict, given: dict, source: Optional[str]) -> list[str]:
-    """The log lines of the flags ``given`` that change ``saved`` ones (``MAY_CHANGE``);
+    """The log lines of the flags ``given`` that change ``saved`` ones (``may_change``);
     ``ConfigError`` naming the first other flag given a value other than its saved one."""
-    notes = []
+    notes, rules, kept = [], may_change(), not_saved()
     for dest, value in given.items():
         old = saved[dest]
-        if dest in NOT_SAVED or _norm(dest, value) == _norm(dest, old):
+        if dest in kept or _norm(dest, value) == _norm(dest, old):
             continue
         flag = recipes.option(dest)
-        if dest not in MAY_CHANGE:
+        if dest not in rules:
             raise ConfigError(
                 f"--resume: {flag} {value!r} differs from the run's saved {old!r} ({source}); "
-                f"a resumed run may change only {', '.join(map(recipes.option, MAY_CHANGE))}")
-        notes.append(f"resume: {flag} {value} (saved {old}): {MAY_CHANGE[dest]}")
+                f"a resumed run may change only {', '.join(map(recipes.option, rules))}")
+        notes.append(f"resume: {flag} {value} (saved {old}): {rules[dest]}")
     return notes
 
 
@@ -168,93 +163,104 @@ def _horizon_note(args: argparse.Namespace) -> list[str]:
             f"leave the policy as it is (--lr-decay-horizon {total} decays it to the new total)"]
 
 
-def _apply_config_file(parser, argv, args, given: dict, known: dict
-                       ) -> tuple[argparse.Namespace, dict, str]:
-    """``args`` with the flags of the file ``args.config_file`` under the command line's; -> (args,
-    the file's flags, the log line saying where they came from)."""
-    if args.resume:
+def _config_file(parser: argparse.ArgumentParser, given: dict, defaults: dict
+                 ) -> tuple[dict, str]:
+    """The flags of the file ``--config`` names, checked; -> (them, the log line saying where they
+    came from and what the command line changed)."""
+    if given.get("resume", defaults["resume"]):
         raise ConfigError("--config starts a new run from a file's flags, --resume continues a run "
                           "with its own: give one of them")
-    path = args.config_file
-    flags = file_flags(parser, path, NOT_SAVED)
+    path = given["config_file"]
+    flags = file_flags(parser, path, tuple(not_saved()))
+    checks.check_values(flags)
     horizon = flags.get("lr_decay_horizon")
-    if horizon is not None and horizon == whole_updates(argparse.Namespace(**{**known, **flags})):
+    if horizon is not None and horizon == whole_updates(argparse.Namespace(**{**defaults, **flags})):
         del flags["lr_decay_horizon"]  # the file's budget's own horizon: this run's budget sets it
-    parser.set_defaults(**flags)
-    args = parser.parse_args(argv)
     changed = [f"{recipes.option(d)} {given[d]} (config: {flags[d]})" for d in flags
                if d in given and _norm(d, given[d]) != _norm(d, flags[d])]
-    return args, flags, (f"config: the flags of {path}"
-                         + (f"; from the command line: {', '.join(changed)}" if changed else ""))
+    return flags, (f"config: the flags of {path}"
+                   + (f"; from the command line: {', '.join(changed)}" if changed else ""))
 
 
-def _apply_recipe(parser, argv, args, given: dict, from_file: dict
-                  ) -> tuple[argparse.Namespace, str]:
-    """``args`` with recipe ``args.recipe``'s values under the flags ``given`` (on the command line
-    or ``from_file``, ``--config``); -> (args, the log line saying what it set)."""
+def _recipe(values: dict, given: dict, from_file: dict) -> tuple[dict, str]:
+    """Recipe ``values["recipe"]``'s values for ``values["env_name"]`` (checked), to go under the
+    flags ``given`` (on the command line or ``from_file``, ``--config``); -> (them, the log line
+    saying what it set)."""
+    name, env = values["recipe"], values["env_name"]
     try:
-        values = recipes.settings(args.env_name, args.recipe)
+        recipe = recipes.settings(env, name)
     except KeyError as e:
-        raise ConfigError(f"--recipe {args.recipe}: {e.args[0]}") from None
-    parser.set_defaults(**values)
-    parser.set_defaults(**from_file)
-    args = parser.parse_args(argv)
-    kept = {d: v for d, v in values.items() if d not in given}
-    changed = [f"{recipes.option(d)} {given[d]} (recipe: {values[d]})" for d in values
-               if d in given and given[d] != values[d]]
-    return args, (f"recipe {args.recipe} for {args.env_name}: "
-                  f"{' '.join(recipes.flags(kept)) or 'nothing'}"
+        raise ConfigError(f"--recipe {name}: {e.args[0]}") from None
+    kept = {d: v for d, v in recipe.items() if d not in given}
+    checks.check_values(kept)
+    changed = [f"{recipes.option(d)} {given[d]} (recipe: {recipe[d]})" for d in recipe
+               if d in given and given[d] != recipe[d]]
+    return kept, (f"recipe {name} for {env}: {' '.join(recipes.flags(kept)) or 'nothing'}"
                   + (f"; from the command line{' and --config' if from_file else ''}: "
                      f"{', '.join(changed)}" if changed else ""))
 
 
+def _saved_flags(saved: dict, source: Optional[str], defaults: dict, given: dict) -> dict:
+    """The flags a run saved, checked; ``ConfigError`` where this version does not know one or
+    ``given`` changes one a resume may not."""
+    flags = saved["flags"]
+    unknown = sorted(set(flags) - set(defaults))
+    if unknown:
+        raise ConfigError(f"--resume: {source} was saved with flags this version does not know "
+                          f"({', '.join(map(recipes.option, unknown))}); update a2c_ppo_acktr")
+    checks.check_values(flags)
+    return flags
+
+
 def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argparse.Namespace:
     """``parser``'s flags for ``argv`` with the recipe and saved layers applied (see the
-    module's docstring); ``ConfigError`` where they cannot be, before anything is written. Adds
-    ``notes`` (the lines the run's log starts with) and ``config`` (``run_config``)."""
+    module's docstring), each layer's values checked as it is read; ``ConfigError`` where they
+    cannot be, before anything is written. Adds ``notes`` (the lines the run's log starts with)
+    and ``config`` (``run_config``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
-    checks.check_values(args)  # the command line's own, before it is read below
+    defaults = defaults_of(parser)
+    declared = {spec.dest: spec.default for spec in declarations()}
+    if changed := {d: v for d, v in defaults.items() if v != declared.get(d)}:  # a caller's
+        checks.check_values(changed)
     given = given_flags(parser, argv)
-    known = vars(parser.parse_args([]))  # every destination, at its default
-    notes, checkpoint, saved, source, recipe_note = [], None, None, None, None
+    checks.check_values(given)  # the command line's own, before it is read below
+    notes, checkpoint, saved, source, recipe_note, config_note = [], None, None, None, None, None
     from_file: dict = {}
-    config_note = None
-    if args.config_file is not None:  # as if the file's flags were given before the command line's
-        args, from_file, config_note = _apply_config_file(parser, argv, args, given, known)
+    recipe: dict = {}
+    flags: dict = {}
+    if given.get("config_file") is not None:  # as if its flags were given before the command line's
+        from_file, config_note = _config_file(parser, given, defaults)
         given = {**from_file, **given}
-    run_dir = args.resume if isinstance(args.resume, str) and os.path.isdir(args.resume) else None
-    if isinstance(args.resume, str):  # --resume PATH: the flags come from what the run saved
+    resume = given.get("resume", defaults["resume"])
+    run_dir = resume if isinstance(resume, str) and os.path.isdir(resume) else None
+    if isinstance(resume, str):  # --resume PATH: the flags come from what the run saved
         if run_dir:  # its config.json says where its checkpoint is
             flags = _run_dir_config(run_dir)["flags"]
-            checkpoint = run_paths(argparse.Namespace(**{**known, **flags, **given})).checkpoint
+            checkpoint = run_paths(argparse.Namespace(**{**defaults, **flags, **given})).checkpoint
             saved, source = _checkpoint_config(checkpoint, named=False), checkpoint
             if saved is None:  # no checkpoint yet (start-up says so), or an unreadable one
                 saved, source = {"flags": flags}, os.path.join(run_dir, CONFIG_FILE)
-        elif os.path.exists(args.resume):
-            checkpoint = source = args.resume
+        elif os.path.exists(resume):
+            checkpoint = source = resume
             saved = _checkpoint_config(checkpoint, named=True)
         else:
-            raise ConfigError(f"--resume: no checkpoint or run directory at {args.resume}")
+            raise ConfigError(f"--resume: no checkpoint or run directory at {resume}")
     else:
-        if args.recipe is not None:
-            args, recipe_note = _apply_recipe(parser, argv, args, given, from_file)
-        if args.resume:  # the original's style: the run's full command, plus --resume
-            checkpoint = source = run_paths(args).checkpoint
-            given.update(log_dir=args.log_dir, save_dir=args.save_dir)  # where it was found
+        if {**defaults, **given}["recipe"] is not None:
+            recipe, recipe_note = _recipe({**defaults, **given}, given, from_file)
+        if resume:  # the original's style: the run's full command, plus --resume
+            here = argparse.Namespace(**{**defaults, **recipe, **given})
+            checkpoint = source = run_paths(here).checkpoint
+            given.update(log_dir=here.log_dir, save_dir=here.save_dir)  # where it was found
             saved = _checkpoint_config(checkpoint, named=False)
             if saved is None and checkpoint and os.path.isfile(checkpoint):
                 notes.append(f"resume: {checkpoint} holds no saved flags (written before runs "
                              "kept them): continuing with the flags given")
     if saved is not None:
-        flags = saved["flags"]
-        unknown = sorted(set(flags) - set(known))
-        if unknown:
-            raise ConfigError(f"--resume: {source} was saved with flags this version does not "
-                              f"know ({', '.join(map(recipes.option, unknown))}); update a2c_ppo_acktr")
-        notes += _check_changes({**known, **flags}, given, source)
-        parser.set_defaults(**flags)
-        args = parser.parse_args(argv)
+        flags = _saved_flags(saved, source, defaults, given)
+        notes += _check_changes({**defaults, **flags}, given, source)
+    args = argparse.Namespace(**{**defaults, **recipe, **flags, **given})
+    if saved is not None:
         paths = run_paths(args)
         if os.path.abspath(paths.checkpoint or "") != os.path.abspath(checkpoint or "") or (
                 run_dir and os.path.realpath(paths.log_dir) != os.path.realpath(run_dir)):
@@ -273,8 +279,8 @@ def resolve(parser: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpa
         # Fixed at the run's start and saved with it: the original's schedule, 0 right after the
         # last whole update of this budget (a GAIL CartPole run lands elsewhere with 40,000 for
         # 39,936: tests/algo/test_gail.py).
-        checks.check_values(args)  # every layer's values (a recipe, a saved run), first
         args.lr_decay_horizon = whole_updates(args)
     args.notes = notes
-    args.config = run_config({d: getattr(args, d) for d in known if d not in NOT_SAVED}, argv)
+    kept = not_saved()
+    args.config = run_config({d: getattr(args, d) for d in defaults if d not in kept}, argv)
     return args

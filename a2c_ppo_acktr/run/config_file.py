@@ -37,7 +37,7 @@ def read_flags(path: str, flag: str) -> dict:
 
 def _convert(action: argparse.Action, value: Any) -> Any:
     """``value`` as the command line would turn it into ``action``'s value; ValueError if bad."""
-    if action.nargs == 0:  # a switch: --use-gae
+    if action.nargs == 0:  # a switch: --recurrent-policy
         if isinstance(value, bool) or value is None and action.default is None:
             return value
         raise ValueError("expected true or false")

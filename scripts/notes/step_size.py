@@ -28,10 +28,9 @@ from a2c_ppo_acktr.envs import TorchVecEnv
 from a2c_ppo_acktr.errors import Error
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import collect_rollout
-from a2c_ppo_acktr.run.arguments import build_parser, fail, get_args
+from a2c_ppo_acktr.run.arguments import build_parser, config_from_args, fail, get_args
 from a2c_ppo_acktr.run.build import build_run
 from a2c_ppo_acktr.run.checkpoint import RunPaths, load_policy_checkpoint
-from a2c_ppo_acktr.run.settings import config_from_args
 from a2c_ppo_acktr.storage import RolloutStorage
 
 
@@ -93,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         except Error as e:
             fail(str(e))
         if ckpt is not None and getattr(agent, "kfac", None) is not None:  # flags over saved
-            agent.optimizer.param_groups[0].update(cfg.algo.kfac_settings)
+            agent.optimizer.param_groups[0].update(cfg.algo.kfac)
         try:
             measure(opts.updates, args, envs, policy, agent)
         finally:

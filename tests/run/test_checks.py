@@ -5,10 +5,11 @@ import re
 import numpy as np
 import pytest
 
+from a2c_ppo_acktr.config import declarations
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.run import checks
 from a2c_ppo_acktr.run.arguments import build_parser
-from a2c_ppo_acktr.run.checks import NUMBERS, SEED, check_args, count, parse_env_kwargs
+from a2c_ppo_acktr.run.checks import SEED, check_args, count, numbers, parse_env_kwargs
 
 
 def parsed(*argv: str):
@@ -81,12 +82,13 @@ def test_env_kwargs_pairs():
 
 def test_every_numeric_flag_has_a_range():
     numeric = {a.dest for a in build_parser()._actions if a.type in (int, float, count)}
-    assert numeric == set(NUMBERS)
+    assert numeric == set(numbers()) == {s.dest for s in declarations() if s.type in (int, float, count)}
 
 
 def test_range_ends():
     """The bounds hold their ends; inf only for --max-grad-norm (no clipping)."""
     inf = float("inf")
+    NUMBERS = numbers()
     assert NUMBERS["max_grad_norm"].accepts(inf) and not NUMBERS["lr"].accepts(inf)
     assert all(NUMBERS["log_std_init"].accepts(x) for x in (-20.0, 0.0, 20.0))
     assert all(NUMBERS["gamma"].accepts(x) for x in (0.0, 1.0))

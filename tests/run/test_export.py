@@ -19,7 +19,7 @@ from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs, normalizer_stat
 from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.run import export
-from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.run.arguments import config_from_args, get_args
 from a2c_ppo_acktr.run.build import make_agent
 from a2c_ppo_acktr.run.checkpoint import (
     build_policy,
@@ -29,7 +29,6 @@ from a2c_ppo_acktr.run.checkpoint import (
     save_checkpoint,
 )
 from a2c_ppo_acktr.run.playback import play_envs
-from a2c_ppo_acktr.run.settings import config_from_args
 
 HAVE_ONNX = all(importlib.util.find_spec(m) for m in export.ONNX_PACKAGES)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

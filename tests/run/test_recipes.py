@@ -8,8 +8,7 @@ from gymnasium import spaces
 
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.run import build, recipes
-from a2c_ppo_acktr.run.arguments import get_args
-from a2c_ppo_acktr.run.settings import config_from_args
+from a2c_ppo_acktr.run.arguments import config_from_args, get_args
 from a2c_ppo_acktr.storage import RolloutStorage
 
 ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]

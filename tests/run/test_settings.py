@@ -1,6 +1,6 @@
-"""run/settings.py: the frozen ``Config`` built once from main.py's resolved flags: its parts hold
-the flags' values (defaults, a recipe's, a resumed run's saved ones), it cannot be changed, and
-the Ray workers' part pickles."""
+"""The frozen ``Config`` built once from main.py's resolved flags (``arguments.config_from_args``,
+from the declarations in a2c_ppo_acktr/config/): its parts hold the flags' values (defaults, a
+recipe's, a resumed run's saved ones), it cannot be changed, and the Ray workers' part pickles."""
 import dataclasses
 import pickle
 
@@ -8,10 +8,9 @@ import pytest
 
 from a2c_ppo_acktr import config as parts
 from a2c_ppo_acktr.run import recipes
-from a2c_ppo_acktr.run.arguments import get_args, get_config
+from a2c_ppo_acktr.run.arguments import config_from_args, get_args, get_config
 from a2c_ppo_acktr.run.checkpoint import run_paths
 from a2c_ppo_acktr.run.config import write_config
-from a2c_ppo_acktr.run.settings import config_from_args
 
 
 def test_default_flags_give_the_originals_defaults_in_parts():
@@ -20,7 +19,8 @@ def test_default_flags_give_the_originals_defaults_in_parts():
         algo="a2c", lr=7e-4, eps=1e-5, alpha=0.99, value_loss_coef=0.5, entropy_coef=0.01,
         max_grad_norm=0.5, ppo_epoch=4, num_mini_batch=32, clip_param=0.2,
         use_clipped_value_loss=True, advantage_norm="batch", desired_kl=None,
-        recompute_advantages=False, lr_decay_horizon=None, kfac=())
+        recompute_advantages=False, use_linear_lr_decay=False, lr_decay_horizon=None)
+    assert cfg.algo == parts.AlgoConfig()  # the declared defaults are the original's
     assert cfg.returns == parts.ReturnsConfig(use_gae=False, gamma=0.99, gae_lambda=0.95,
                                               use_proper_time_limits=False)
     assert cfg.env == parts.EnvConfig("PongNoFrameskip-v4", 1, 16, "auto", ())
@@ -37,7 +37,7 @@ def test_derived_values_are_resolved_before_it_is_frozen():
                       "--num-processes", "3", "--num-steps", "10", "--num-env-steps", "100",
                       "--env-kwargs", "max_episode_steps=50", "--kfac-lr", "0.1", "--gail"])
     assert cfg.algo.lr_decay_horizon == 90  # whole updates of the budget
-    assert cfg.algo.kfac_settings == {"lr": 0.1}
+    assert cfg.algo.kfac == {"lr": 0.1} and cfg.algo.acktr
     assert cfg.env.env_kwargs == (("max_episode_steps", 50),)
     assert cfg.env.kwargs == {"max_episode_steps": 50}
     assert cfg.gail is not None and cfg.gail.warmup_updates == 10
