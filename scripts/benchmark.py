@@ -11,15 +11,19 @@ game). Writes ``<out>/results.md`` (the table and the commands) and ``<out>/<env
 ``--reuse`` a run whose checkpoint already holds the whole budget is read, not trained again, and
 one cut short (stopped by a signal, which saves its checkpoint) continues with ``main.py
 --resume``: a suite cut short continues, and seeds run apart (other ``--out`` dirs, linked in)
-make one table. Ctrl-C or SIGTERM, to this process alone or to its group, stops the runs under
-way (each saves) and starts no more; the table then holds the runs that finished.
+make one table. Beside the mean ± std, a row gives the interquartile mean (IQM) over its seeds
+with its 95% stratified bootstrap interval (``a2c_ppo_acktr/run/stats.py``). Ctrl-C or SIGTERM,
+to this process alone or to its group, stops the runs under way (each saves) and starts no more;
+the table then holds the runs that finished.
 ``--thresholds 18 20`` adds, per run, the env steps and training minutes at which the log's mean
 of the last 10 training episodes first reached each return (its ``progress.csv``; "-": not
 within the budget).
 ``--vec-env ale shmem`` runs each recipe on each of those backends (a row per backend): the
-backends' learning side by side. ``-- <main.py flags>`` at the end changes every run's recipe (a
-variant over seeds: ``-- --ppo-epoch 10 --value-norm``); its rows name the flags, its runs lie
-under ``<recipe>+<hash of the flags>/`` so that ``--reuse`` never mixes them with the recipe's.
+backends' learning side by side. ``-- <main.py flags>`` at the end runs a variant of every recipe
+over the same seeds (``-- --ppo-epoch 10 --value-norm``) beside the recipe itself: its rows name
+the flags and give the probability that a run of the variant scores above one of the recipe,
+P(variant > recipe), with its interval; its runs lie under ``<recipe>+<hash of the flags>/`` so
+that ``--reuse`` never mixes them with the recipe's (which ``--reuse`` reads where they ran before).
 
     python scripts/benchmark.py --suite mujoco --env HalfCheetah-v5 --recipe tuned --seeds 1 \\
         --num-env-steps 300000
@@ -43,7 +47,7 @@ import numpy as np
 from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.envs.episodes import load_run
 from a2c_ppo_acktr.errors import ConfigError, LogError
-from a2c_ppo_acktr.run import recipes
+from a2c_ppo_acktr.run import recipes, stats
 from a2c_ppo_acktr.run.arguments import Parser, get_args
 from a2c_ppo_acktr.run.arguments import build_parser as build_main_parser
 from a2c_ppo_acktr.run.checkpoint import CheckpointError, load_checkpoint
@@ -55,7 +59,6 @@ from a2c_ppo_acktr.run.rundir import check_dir
 from curves import aggregate, elapsed, env_filename, format_reached, plot_curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAST_EPISODES = 10
 EVAL_EPISODES = 10  # of the final policy, deterministic: what the zoo's tables report
 CHILDREN = Children()  # the main.py runs; a signal to this process reaches them
 # main.py's flags that each run's place in the suite sets, so not the extra flags after "--"
@@ -187,7 +190,7 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
         result["no_score"] = (f"{len(monitor_dirs)} directories of monitor files under "
                               f"{os.path.join(run_dir, 'logs')}, expected 1")
     if result["curve"] is not None:
-        result["score"] = float(np.mean(result["curve"][1][-LAST_EPISODES:]))
+        result["score"] = stats.final_score(result["curve"][1])
         checkpoints = glob.glob(os.path.join(run_dir, "models", "*", "*.pt"))
         if len(checkpoints) == 1:
             try:
@@ -223,34 +226,49 @@ def run_line(r: dict, thresholds: Sequence[float] = ()) -> str:
     final = "" if r["eval"] is None else (  # the games' range: one lost game or all alike
         f", final policy {r['eval']:.1f} (deterministic, {EVAL_EPISODES} episodes, "
         f"{r['eval_range'][0]:g} to {r['eval_range'][1]:g})")
-    return (head + f"mean of last {LAST_EPISODES} episodes {r['score']:.1f}{final}, "
+    return (head + f"mean of last {stats.LAST_EPISODES} episodes {r['score']:.1f}{final}, "
             f"wall {r['wall'] / 60:.1f} min, {r['fps']:.0f} fps"
             + "".join(f", {t:g} at {format_reached(r['rows'], t)}" for t in thresholds))
 
 
 def table(results: list[dict], thresholds: Sequence[float] = ()) -> str:
-    lines = [f"| env | recipe | steps | seeds | last-{LAST_EPISODES} return, mean ± std over seeds "
-             f"| per seed | final policy, deterministic ({EVAL_EPISODES} episodes), per seed "
-             "| wall time per run | fps |" + "".join(f" steps (training time) to {t:g}, per seed |"
-                                                     for t in thresholds),
-             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(thresholds)]
+    """The markdown table: a row per (env, recipe, steps); a variant's row (``baseline`` set: its
+    recipe's row) adds P(variant > recipe)."""
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         if r["score"] is not None:
             groups.setdefault((r["env"], r["recipe"], r["steps"]), []).append(r)
+    variants = any(r.get("baseline") for r in results)
+    lines = [f"| env | recipe | steps | seeds | last-{stats.LAST_EPISODES} return, mean ± std over seeds "
+             "| IQM [95% CI] " + ("| P(variant > recipe) [95% CI] " if variants else "")
+             + f"| per seed | final policy, deterministic ({EVAL_EPISODES} episodes), per seed "
+             "| wall time per run | fps |" + "".join(f" steps (training time) to {t:g}, per seed |"
+                                                     for t in thresholds),
+             "|---|---|---|---|---|---|" + "---|" * (3 + variants + len(thresholds))]
     for (env, name, steps), rs in groups.items():
         scores = np.array([r["score"] for r in rs])
         spread = f" ± {scores.std():.0f}" if len(rs) > 1 else ""
         finals = " / ".join("-" if r["eval"] is None else f"{r['eval']:.0f}" for r in rs)
+        versus = ""
+        if variants:
+            base = groups.get((env, rs[0].get("baseline"), steps))
+            p = None if base is None else stats.compare([scores], [[r["score"] for r in base]])
+            versus = " - |" if p is None else f" {stats.interval_text(p['p'], p['ci'], 2)} |"
         lines.append(
             f"| {env} | {name} | {steps:,} | {', '.join(str(r['seed']) for r in rs)} | "
-            f"{scores.mean():.0f}{spread} | {' / '.join(f'{s:.0f}' for s in scores)} | "
-            f"{finals} | "
+            f"{scores.mean():.0f}{spread} | {stats.iqm_text(scores)} |{versus} "
+            f"{' / '.join(f'{s:.0f}' for s in scores)} | {finals} | "
             f"{np.mean([r['wall'] for r in rs]) / 60:.1f} min | "
             f"{np.mean([r['fps'] for r in rs]):.0f} |"
             + "".join(f" {' / '.join(format_reached(r['rows'], t) for r in rs)} |"
                       for t in thresholds))
     return "\n".join(lines)
+
+
+STATISTICS_NOTE = (f"IQM: the interquartile mean over seeds, with its 95% stratified bootstrap "
+                   f"interval ({stats.RESAMPLES:,} resamples, seed {stats.SEED}); P(variant > "
+                   "recipe): the probability that a run of the variant scores above one of its "
+                   "recipe, ties one half, with its interval.")
 
 
 def write_curves(results: list[dict], out: str) -> list[str]:
@@ -305,23 +323,26 @@ def main(argv: list[str] | None = None) -> int:
     steps = args.num_env_steps or recipes.BUDGETS[args.suite]
     check_extra(p, extra, envs, args.recipe, args.vec_env, steps)
     out = os.path.abspath(args.out)
-    jobs = [(e, name, v, s) for e in envs for name in args.recipe for v in args.vec_env
-            for s in args.seeds]
+    # a variant runs beside its recipe: the table compares the two
+    variants: list[list[str]] = [[], extra] if extra else [[]]
+    jobs = [(e, name, v, s, x) for e in envs for name in args.recipe for v in args.vec_env
+            for x in variants for s in args.seeds]
     results = []
     threads = max(1, (os.cpu_count() or 1) // args.jobs)  # each run's share of the cores
     with CHILDREN, ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse, v, threads, extra)
-                   for e, name, v, s in jobs]
-        for f in futures:
-            results.append(f.result())
+        futures = [pool.submit(run_one, e, name, s, steps, out, args.reuse, v, threads, x)
+                   for e, name, v, s, x in jobs]
+        for f, (_, name, v, _, x) in zip(futures, jobs):
+            results.append({**f.result(), "baseline": label(name, v) if x else None})
             print(run_line(results[-1], args.thresholds), flush=True)
     text = table(results, args.thresholds)
-    commands = sorted({shlex.join(recipes.command(e, name, steps, **overrides(v))[:-2] + extra)
-                       for e, name, v, _ in jobs})
+    commands = sorted({shlex.join(recipes.command(e, name, steps, **overrides(v))[:-2] + x)
+                       for e, name, v, _, x in jobs})
     with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(text + "\n\nCommands (plus `--seed <k>`):\n\n```bash\n"
+        f.write(text + f"\n\n{STATISTICS_NOTE}\n\nCommands (plus `--seed <k>`):\n\n```bash\n"
                 + "\n".join(commands) + "\n```\n")
     print(text)
+    print(STATISTICS_NOTE)
     for path in write_curves(results, out):
         print(path)
     if CHILDREN.signum is not None:

@@ -1,6 +1,7 @@
 """Learning curves of runs read by ``envs.episodes.load_run``: smoothing, averaging seeds and
-drawing them (``scripts/plot.py``, ``scripts/benchmark.py``); the steps and training time at which
-a run's ``progress.csv`` first reaches a return. The x-axis is the cumulative number of env steps
+drawing them (``scripts/plot.py``, ``scripts/benchmark.py``, ``scripts/compare.py``: its IQM curves
+and performance profiles); the steps and training time at which a run's ``progress.csv`` first
+reaches a return. The x-axis is the cumulative number of env steps
 across all of a run's envs."""
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 
 import numpy as np
 
+from a2c_ppo_acktr.run import stats
 from a2c_ppo_acktr.utils import env_file_name
 
 
@@ -45,11 +47,13 @@ def aggregate(
 
     Returns ``(x, mean, lo, hi)``; ``lo``/``hi`` are the per-point min/max
     across runs for ``band="minmax"``, ``mean -/+ std`` for ``band="std"``,
-    and equal to ``mean`` for ``band="none"`` or a single run.
+    and equal to ``mean`` for ``band="none"`` or a single run. ``band="iqm"``: the
+    curve is the interquartile mean over runs and ``lo``/``hi`` its 95% stratified
+    bootstrap interval (``run.stats.iqm_band``).
     """
     if not runs:
         raise ValueError("aggregate() needs at least one run")
-    if band not in ("minmax", "std", "none"):
+    if band not in ("minmax", "std", "iqm", "none"):
         raise ValueError(f"unknown band {band!r}")
     curves = []
     for run in runs:
@@ -68,6 +72,8 @@ def aggregate(
     x = np.linspace(start, end, max(int(num_points), 2)) if end > start else np.array([start])
     ys = np.stack([np.interp(x, s, y) for s, y in curves])
     mean = ys.mean(axis=0)
+    if band == "iqm":
+        return (x, *stats.iqm_band(ys))
     if band == "minmax":
         lo, hi = ys.min(axis=0), ys.max(axis=0)
     elif band == "std":
@@ -78,7 +84,8 @@ def aggregate(
     return x, mean, lo, hi
 
 
-BAND_LABEL = {"minmax": "min–max", "std": "±1 std", "none": ""}
+BAND_LABEL = {"minmax": "min–max", "std": "±1 std", "iqm": "IQM, 95% CI",
+              "ci": "95% CI", "none": ""}
 
 
 def plot_curves(
@@ -87,13 +94,16 @@ def plot_curves(
     title: str | None = None,
     xmax: float | None = None,
     band: str = "minmax",
+    xlabel: str = "environment steps",
+    ylabel: str = "episode return",
 ) -> str:
     """Draw ``curves`` on one axes and save a PNG to ``out_path``.
 
     ``curves`` is a list of ``(label, n_seeds, (x, mean, lo, hi))``. The
     legend shows the seed count and, for several seeds, the band type; ``n_seeds``
     may instead be a text such as ``"5 episodes per checkpoint"`` (a history).
-    Returns ``out_path``.
+    A performance profile is drawn the same way (x: the score threshold, y: the
+    fraction of runs above it). Returns ``out_path``.
     """
     from matplotlib.figure import Figure  # not pyplot: no backend or display is chosen here
 
@@ -108,8 +118,8 @@ def plot_curves(
         (line,) = ax.plot(x, mean, label=desc, linewidth=1.6)
         if spread and band != "none":
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episode return")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     if xmax is not None:
         ax.set_xlim(left=0, right=xmax)
     ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 3))

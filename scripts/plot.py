@@ -117,9 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--band",
-        choices=["minmax", "std", "none"],
+        choices=["minmax", "std", "iqm", "none"],
         default="minmax",
-        help="spread band across seeds: min-max (default), mean±std, or none",
+        help="spread band across seeds: min-max (default), mean±std, iqm (the interquartile "
+        "mean's curve and its 95%% bootstrap interval), or none",
     )
     p.add_argument("--title", help="figure title (default: the env id)")
     p.add_argument("--xmax", type=float, help="truncate curves and the x-axis at this many env steps")

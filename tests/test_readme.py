@@ -137,6 +137,18 @@ def shorten(argv, sandbox, resumed=0):
             argv += ["--log-dir", os.path.join(sandbox, "gym")]
     elif script.endswith("benchmark.py"):
         _set(argv, "--num-env-steps", 4096)
+    elif script.endswith("tune.py"):  # one trial of one seed, its run one update long
+        cut = argv.index("--") if "--" in argv else len(argv)
+        head, tail = argv[:cut], argv[cut:] or ["--"]
+        if "--seeds" in head:
+            at = end = head.index("--seeds")
+            while end + 1 < len(head) and not head[end + 1].startswith("--"):
+                end += 1
+            head[at:end + 1] = ["--seeds", "1"]
+        _set(head, "--n-trials", 1)
+        _set(tail, "--num-env-steps", _flag(argv, "--num-processes", 16, sandbox)
+             * _flag(argv, "--num-steps", 5, sandbox))
+        argv = head + tail
     return argv, env
 
 

@@ -32,11 +32,14 @@ def test_benchmark_end_to_end(tmp_path):
         finals.append(float(line.group(1)))
         low, high = float(line.group(2)), float(line.group(3))
         assert 8 <= low <= finals[-1] <= high <= 500
-    row = re.search(r"\| CartPole-v1 \| tuned \| 2,048 \| 1, 2 \| (\d+) ± (\d+) \| (\d+) / (\d+) \| "
-                    r"(\d+) / (\d+) \|", proc.stdout)
+    row = re.search(r"\| CartPole-v1 \| tuned \| 2,048 \| 1, 2 \| (\d+) ± (\d+) \| (\d+) \[(\d+), (\d+)\] \| "
+                    r"(\d+) / (\d+) \| (\d+) / (\d+) \|", proc.stdout)
     assert row, proc.stdout
-    mean, _, first, second, final1, final2 = map(int, row.groups())
+    mean, _, iqm, low, high, first, second, final1, final2 = map(int, row.groups())
     assert 9 <= mean <= 500 and abs(mean - (first + second) / 2) <= 1
+    # the IQM of two seeds is their mean; its interval spans the two
+    assert iqm == mean and (low, high) == (min(first, second), max(first, second))
+    assert "IQM: the interquartile mean over seeds" in (out / "results.md").read_text()
     # CartPole returns are whole episode lengths, at least 8 steps and at most 500
     assert [final1, final2] == [round(f) for f in finals] and all(8 <= f <= 500 for f in finals)
     assert row.group(0) in (out / "results.md").read_text()
@@ -196,7 +199,8 @@ def test_benchmark_runs_each_backend_as_a_row(tmp_path):
         env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
     rows = {kind: re.search(rf"\| CartPole-v1 \| tuned, --vec-env {kind} \| 1,024 \| 1 \| "
-                            r"(\d+) \| \d+ \| (\d+) \|", proc.stdout) for kind in ("dummy", "shmem")}
+                            r"(\d+) \| \d+ \(one seed\) \| \d+ \| (\d+) \|", proc.stdout)
+            for kind in ("dummy", "shmem")}
     assert all(rows.values()), proc.stdout
     # CartPole steps alike in this process and in worker processes: the same run, seed for seed
     assert rows["dummy"].groups() == rows["shmem"].groups()
@@ -219,7 +223,8 @@ def test_benchmark_refuses_unknown_backend(tmp_path):
 @pytest.mark.slow
 def test_flags_after_dashes_change_every_run(tmp_path):
     """``-- <main.py flags>``: each run trains with them, the row and the commands name them, and
-    the runs lie apart from the recipe's own (``--reuse`` reads them back, not the recipe's)."""
+    the runs lie apart from the recipe's own (``--reuse`` reads them back, not the recipe's); the
+    recipe runs beside them, and the variant's row gives P(variant > recipe)."""
     out = tmp_path / "bench"
     bench = [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--suite", "classic",
              "--env", "CartPole-v1", "--seeds", "1", "--num-env-steps", "1024", "--jobs", "1",
@@ -230,7 +235,13 @@ def test_flags_after_dashes_change_every_run(tmp_path):
     row = "| CartPole-v1 | tuned --ppo-epoch 1 --num-processes 4 | 1,024 | 1 |"
     assert row in proc.stdout and row in (out / "results.md").read_text()
     assert "--ppo-epoch 1 --num-processes 4" in (out / "results.md").read_text().split("```bash")[1]
-    [run] = (out / "runs" / "CartPole-v1").iterdir()
+    assert "| P(variant > recipe) [95% CI] |" in proc.stdout
+    assert re.search(r"\| CartPole-v1 \| tuned \| 1,024 \| 1 \| \d+ \| \d+ \(one seed\) \| - \|",
+                     proc.stdout), proc.stdout
+    # one seed each: P is 1, 0.5 or 0, and so is its interval
+    assert re.search(re.escape(row) + r" \d+ \| \d+ \(one seed\) \| (1\.00|0\.50|0\.00) \[\1, \1\] \|",
+                     proc.stdout), proc.stdout
+    [run] = [d for d in (out / "runs" / "CartPole-v1").iterdir() if d.name != "tuned"]
     assert re.fullmatch(r"tuned\+[0-9a-f]{8}", run.name)
     flags = json.loads(next(run.glob("seed1/logs/**/config.json")).read_text())["flags"]
     assert (flags["ppo_epoch"], flags["num_processes"], flags["num_steps"]) == (1, 4, 32)

@@ -1,0 +1,43 @@
+"""scripts/results_stats.py: docs/results.md's IQM column and MuJoCo aggregate are what its
+per-seed columns give (a row added without them fails here: run the script)."""
+import pytest
+
+import results_stats
+
+
+def test_docs_results_is_up_to_date():
+    assert results_stats.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("cell, mujoco, scores", [
+    ("7917 / 5741 / 7769; 8649 / 6341 / 8608", True, [7917, 5741, 7769]),
+    ("17.4 (19.1) / 15.1 (18.4)", False, [17.4, 15.1]),
+    ("19.1 / 17.5 / 16.4; 13.9 / 19.4 / 16.4", False, [19.1, 17.5, 16.4, 13.9, 19.4, 16.4]),
+    ("144.8; run again: 169.5", False, [144.8]),  # the same seed again: not another seed
+    ("-20.5", False, [-20.5]),
+])
+def test_per_seed_cells(cell, mujoco, scores):
+    assert results_stats.per_seed(cell, mujoco) == scores
+
+
+@pytest.mark.parametrize("cell, n", [
+    ("1, 2, 3", 3), ("**4-9**", 6), ("**4, 5, 6**", 3), ("1 (`ale`)", 1),
+    ("1, 2, 3; 4, 5, 6 after the check (`auto` = `ale-pipelined`)", 6),
+    ("1, 2, 3 (a 2-core Xeon, `ale`)", 3),
+])
+def test_seed_counts(cell, n):
+    assert results_stats.seed_count(cell) == n
+
+
+def test_a_new_row_gets_its_column(tmp_path):
+    page = tmp_path / "results.md"
+    with open(results_stats.RESULTS) as f:
+        text = f.read()
+    new_row = ("| Hopper-v5 | tuned | **10, 11** | 1,000,000 | 2,000 ± 100 (2,100) | | "
+               "1900 / 2100; 2000 / 2200 | 9.0 min | | (9) |")
+    at = text.index("| Humanoid-v5 | original |")
+    page.write_text(text[:at] + new_row + "\n" + text[at:])
+    assert results_stats.main(["--check", "--file", str(page)]) == 1
+    assert results_stats.main(["--file", str(page)]) == 0
+    assert "| 2,000 ± 100 (2,100) | 2000 [1900, 2100] | 1900 / 2100;" in page.read_text()
+    assert results_stats.main(["--check", "--file", str(page)]) == 0
