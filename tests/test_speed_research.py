@@ -15,7 +15,6 @@ from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run import build
 from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.run.checkpoint import RunPaths
-from a2c_ppo_acktr.speed.storage import HostStorage
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
 
 T, N, OBS = 16, 4, 3
@@ -79,7 +78,7 @@ def train(edit, mechanisms, monkeypatch, updates=3):
     space = (spaces.Box(-1, 1, (2,)) if type(action_space).__name__ == "DiagGaussian"
              else spaces.Discrete(2))
     rollouts = RolloutStorage(T, N, (OBS,), space, policy.recurrent_hidden_state_size)
-    applied = speed.speed_up(policy, agent, rollouts)
+    applied = speed.speed_up(policy, agent)
     data = torch.Generator().manual_seed(1)
     stats = {}
     for _ in range(updates):
@@ -106,7 +105,7 @@ def test_an_edit_trains_with_the_seam_on_as_with_it_off(edit, monkeypatch):
     plain, applied, plain_stats = train(edit, [], monkeypatch)
     assert applied == []
     fast, applied, stats = train(edit, speed.MECHANISMS, monkeypatch)
-    assert set(applied) >= {"flat", "layers", "storage"}  # "optim": not for SGD
+    assert set(applied) >= {"flat", "layers"}  # "optim": not for SGD
     assert ("optim" in applied) is (edit != "optimizer")
     assert stats == plain_stats and all(map(torch.isfinite, map(torch.tensor, stats.values())))
     if edit == "loss term":
@@ -140,7 +139,6 @@ def test_the_run_is_sped_up_once_where_it_is_built(tmp_path, monkeypatch, mechan
     try:
         assert type(collector) is Collector
         on = bool(mechanisms)
-        assert (type(collector.rollouts) is HostStorage) is on
         assert ("step" in vars(agent.optimizer)) is on
         assert (type(policy.base.actor[0]) is not nn.Linear) is on
         assert all(torch.equal(p, q) for p, q in zip(policy.parameters(), reference.parameters()))

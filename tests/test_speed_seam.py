@@ -1,6 +1,6 @@
 """The speed seam's mechanisms (a2c_ppo_acktr/speed/) against what they replace, bit for bit:
 "optim" against torch.optim's own step, "flat" against the separate tensors, "layers" against
-the module calls, "storage" against RolloutStorage.insert; and the switch."""
+the module calls; and the switch."""
 import copy
 
 import numpy as np
@@ -14,8 +14,6 @@ from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.speed.flat import FlatParams, flatten
 from a2c_ppo_acktr.speed.layers import direct_calls
 from a2c_ppo_acktr.speed.optim import functional_step
-from a2c_ppo_acktr.speed.storage import INSERT_SOURCE, HostStorage, host_writes, insert_source
-from a2c_ppo_acktr.storage import RolloutStorage
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 # Every way the project builds its optimizers (PPO's fused Adam, A2C's single-tensor RMSprop,
@@ -205,39 +203,3 @@ def test_a_hooked_module_is_called_as_a_module():
     seq[0].register_forward_hook(lambda m, i, o: seen.append(o.shape) or o * 0)
     out = seq(torch.randn(2, 4))
     assert seen == [(2, 3)] and torch.equal(out, torch.zeros(2, 3))
-
-
-def _storage():
-    return RolloutStorage(4, 3, (2,), spaces.Discrete(2), 1)
-
-
-def test_host_writes_are_the_inserts():
-    plain, fast = _storage(), _storage()
-    assert host_writes(fast) and isinstance(fast, HostStorage)
-    torch.manual_seed(0)
-
-    def step_values(n):
-        return (torch.randn(n, 2), torch.randn(n, 1), torch.randint(0, 2, (n, 1)),
-                torch.randn(n, 1), torch.randn(n, 1, requires_grad=True), torch.randn(n, 1),
-                torch.ones(n, 1), torch.zeros(n, 1))
-
-    for step in range(6):
-        columns = slice(1, 3) if step % 3 else slice(None)
-        n = 2 if step % 3 else 3
-        values, boot = step_values(n), torch.randn(n, 1) if step % 2 else None
-        for storage in (plain, fast):
-            storage.insert(*values, bootstrap_values=boot, columns=columns, advance=step != 2)
-    for name in plain._fields:
-        assert torch.equal(getattr(plain, name), getattr(fast, name)), name
-    assert plain.step == fast.step
-    twin = copy.deepcopy(fast)  # its own views, of its own tensors
-    twin.insert(*step_values(3))
-    assert not torch.equal(twin.obs, fast.obs)
-
-
-def test_the_insert_host_writes_copies_is_storages():
-    """``speed/storage.py`` copies ``RolloutStorage.insert`` in numpy; an edit to ``insert``
-    turns it off (never undone) until the copy follows it: then update ``INSERT_SOURCE``."""
-    assert insert_source() == INSERT_SOURCE, (
-        "RolloutStorage.insert changed: make HostStorage.insert (a2c_ppo_acktr/speed/storage.py) "
-        f"write what it writes, then set INSERT_SOURCE = {insert_source()!r}")

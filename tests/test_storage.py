@@ -7,7 +7,6 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from a2c_ppo_acktr.speed.storage import host_writes
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
 
 T, N = 9, 4
@@ -99,13 +98,10 @@ def test_insert_and_after_update():
     assert torch.all(r.masks[0] == 0)
 
 
-@pytest.mark.parametrize("host", [False, True], ids=["plain", "speed-seam"])
-def test_a_copy_writes_into_its_own_tensors(host):
+def test_a_copy_writes_into_its_own_tensors():
     """deepcopy and pickle give a storage whose writes land in its own tensors (the
-    asynchronous sampler alternates two buffers, one a deepcopy of the other), also one whose
-    inserts write through numpy views (speed/storage.py)."""
+    asynchronous sampler alternates two buffers, one a deepcopy of the other)."""
     r = RolloutStorage(2, 1, (1,), spaces.Discrete(2), 1)
-    assert not host or host_writes(r)
     for c in (copy.deepcopy(r), pickle.loads(pickle.dumps(r))):
         c.insert(torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1, dtype=torch.long),
                  torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1),

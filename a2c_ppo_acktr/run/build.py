@@ -212,8 +212,8 @@ def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: P
 
     Ray workers (``--num-workers``, asynchronous or not: the workers decide), torchrun ranks,
     a sampler thread (``--async-rollouts``), or this process between updates. Then the speed
-    seam (``speed.speed_up``), once, on ``actor_critic``, ``agent`` and the storage the envs are
-    stepped into here (not a sampler thread's, which is running, nor the Ray workers').
+    seam (``speed.speed_up``), once, on ``actor_critic`` and ``agent`` (not on a sampler
+    thread's policy, which is running, nor on the Ray workers').
     """
     common = (cfg.sampling.num_steps, cfg.returns.use_proper_time_limits, device)
     collector: Collector
@@ -227,9 +227,7 @@ def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: P
         collector = AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)
     else:
         collector = Collector(envs, actor_critic, *common)
-    here = not (cfg.sampling.num_workers or cfg.sampling.in_thread)
-    speed.speed_up(actor_critic, agent, collector.rollouts if here else None,
-                   compiled=cfg.run.compile)
+    speed.speed_up(actor_critic, agent, compiled=cfg.run.compile)
     return collector
 
 

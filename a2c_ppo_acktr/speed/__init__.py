@@ -1,15 +1,14 @@
 """How fast the learner runs, never what it computes: the speed seam (``speed_up``), bf16
 autocast, ``torch.compile`` and malloc's thresholds (``keep_freed_memory``).
 
-``speed_up(policy, agent, rollouts)``, called once by ``run/build.py`` on the built objects, is
+``speed_up(policy, agent)``, called once by ``run/build.py`` on the built objects, is
 where every speed mechanism that is not a flag is applied, each on its own and each switchable
 (``MECHANISMS``; the environment variable ``A2C_PPO_ACKTR_SPEED``: "all", the default, "none",
 or a comma-separated list of names) so that a benchmark can weigh it A/B:
 
 - ``optim``: Adam's and RMSprop's step through torch's functional API (``speed/optim.py``);
 - ``flat``: parameters and gradients in one tensor each, RMSprop on it (``speed/flat.py``);
-- ``layers``: module calls without ``Module.__call__``'s cost (``speed/layers.py``);
-- ``storage``: ``RolloutStorage.insert`` through numpy views (``speed/storage.py``).
+- ``layers``: module calls without ``Module.__call__``'s cost (``speed/layers.py``).
 
 The core (model, distributions, storage, algo) is plain torch, and the same with or without them,
 bit for bit (tests/test_speed_seam.py).
@@ -36,10 +35,8 @@ from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.speed.flat import flatten
 from a2c_ppo_acktr.speed.layers import direct_calls
 from a2c_ppo_acktr.speed.optim import functional_step
-from a2c_ppo_acktr.speed.storage import host_writes
-from a2c_ppo_acktr.storage import RolloutStorage
 
-MECHANISMS = ("optim", "flat", "layers", "storage")
+MECHANISMS = ("optim", "flat", "layers")
 SWITCH = "A2C_PPO_ACKTR_SPEED"  # the environment variable that chooses them
 
 
@@ -60,10 +57,9 @@ def mechanisms_from_env(value: str | None = None) -> set[str]:
 ENABLED: set[str] = mechanisms_from_env()  # what speed_up applies; a benchmark may change it
 
 
-def speed_up(policy: Policy, agent: Agent | None = None, rollouts: RolloutStorage | None = None,
-             *, compiled: bool = False) -> list[str]:
-    """Apply the ``ENABLED`` mechanisms to the run's built ``policy``, ``agent`` and ``rollouts``
-    (each may be None: nothing of it); -> the names of those applied. Each applies only where it
+def speed_up(policy: Policy, agent: Agent | None = None, *, compiled: bool = False) -> list[str]:
+    """Apply the ``ENABLED`` mechanisms to the run's built ``policy`` and ``agent`` (None:
+    nothing of it); -> the names of those applied. Each applies only where it
     computes exactly what the plain objects would (a researcher's optimizer, layer or loss is
     left to torch where a mechanism does not know it); ``compiled`` (``--compile``): not
     ``layers``, which compiled code has no use for."""
@@ -76,9 +72,8 @@ def speed_up(policy: Policy, agent: Agent | None = None, rollouts: RolloutStorag
     if "layers" in ENABLED and not compiled:
         direct_calls(policy)
         applied.append("layers")
-    if "storage" in ENABLED and rollouts is not None and host_writes(rollouts):
-        applied.append("storage")
     return applied
+
 
 # Where the kernel reports whether a CPU computes in bf16 natively (Linux).
 CPUINFO = "/proc/cpuinfo"
