@@ -21,6 +21,15 @@ def test_the_core_path_is_at_most_8_files_and_1800_lines():
     assert len(files) <= MAX_FILES and sum(lines.values()) <= MAX_LINES, lines
 
 
+def test_the_core_paths_table_gives_each_files_lines():
+    section = (ROOT / "docs" / "design.md").read_text().split("## The core path", 1)[1]
+    shown = dict(re.findall(r"^\| `([\w/.]+\.py)` \| (\d+) \|", section.split("\n## ", 1)[0], re.M))
+    lines = {name: str(len((ROOT / name).read_text().splitlines())) for name in shown}
+    assert shown == lines
+    total = re.search(r"\*\*(\d+) files\*\* \| \*\*([\d,]+)\*\*", section).groups()
+    assert total == (str(len(lines)), f"{sum(map(int, lines.values())):,}")
+
+
 def test_the_core_path_holds_no_speed_mechanism():
     """What the speed seam applies is not written into the core (issue #71 item 3)."""
     for f in core_path():

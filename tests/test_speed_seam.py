@@ -10,6 +10,7 @@ import torch.nn as nn
 from gymnasium import spaces
 
 from a2c_ppo_acktr import speed
+from a2c_ppo_acktr.algo import PPO
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.speed.flat import FlatParams, flatten
 from a2c_ppo_acktr.speed.layers import direct_calls
@@ -128,6 +129,35 @@ def test_flat_params_act_as_the_separate_tensors(batch):
         ours = policy.act(obs, hxs, masks, deterministic=True)
         want = reference.act(obs, hxs, masks, deterministic=True)
     assert all(torch.equal(a, b) for a, b in zip(ours, want))
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 0.5, float("inf")])
+@pytest.mark.parametrize("obs_shape", [(3,), (4, 84, 84)])
+def test_flat_clips_as_clip_grad_norm(obs_shape, max_norm):
+    torch.manual_seed(0)
+    policies = [Policy(obs_shape, spaces.Discrete(2)) for _ in range(2)]
+    policies[1].load_state_dict(policies[0].state_dict())
+    flat = FlatParams(list(policies[1].parameters()))
+    obs = torch.rand(5, *obs_shape) * 255
+    actions = torch.tensor([[0], [1], [1], [0], [1]])
+    for policy in policies:
+        value, log_prob, entropy, _ = policy.evaluate_actions(obs, torch.zeros(5, 1),
+                                                              torch.ones(5, 1), actions)
+        (value.pow(2).sum() - log_prob.sum() - entropy).backward()
+    want = nn.utils.clip_grad_norm_(list(policies[0].parameters()), max_norm)
+    assert torch.equal(flat.clip_grad_norm(max_norm), want)
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(*(pol.parameters() for pol in policies)))
+
+
+def test_the_seam_clips_flat_unless_the_agent_clips_its_own_way():
+    class OwnClip(PPO):
+        def clip_grad_norm(self):
+            return torch.zeros(())
+    for cls, shadowed in ((PPO, True), (OwnClip, False)):
+        agent = cls(Policy((3,), spaces.Discrete(2)), 0.2, 1, 1, 0.5, 0.0, lr=1e-3, eps=1e-5,
+                    max_grad_norm=0.5)
+        assert "flat" in speed.speed_up(agent.actor_critic, agent)
+        assert ("clip_grad_norm" in vars(agent)) is shadowed
 
 
 @pytest.mark.parametrize("obs_shape", [(3,), (4, 84, 84)])  # the CNN's: channels_last

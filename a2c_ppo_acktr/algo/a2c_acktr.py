@@ -2,7 +2,6 @@
 from typing import Any
 
 import torch
-import torch.nn as nn
 
 from a2c_ppo_acktr.algo.agent import BaseAgent
 from a2c_ppo_acktr.algo.kfac import KFACOptimizer
@@ -80,8 +79,7 @@ class A2C_ACKTR(BaseAgent):
         self.optimizer.zero_grad()
         loss.backward()
         if self.kfac is None:  # K-FAC bounds its step by the KL clip instead
-            assert self.max_grad_norm is not None  # (None only under ACKTR)
-            nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
+            self.clip_grad_norm()
         self.optimizer.step()
         value_loss, action_loss, entropy = stats.tolist()
         out = {"value_loss": value_loss, "action_loss": action_loss, "entropy": entropy}

@@ -5,6 +5,7 @@ keeps)."""
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+import torch.nn as nn
 
 from a2c_ppo_acktr.storage import RolloutStorage
 
@@ -72,6 +73,8 @@ class BaseAgent:
     adaptive coefficient) adds it in ``state_dict`` and takes it back in ``load_state_dict``."""
 
     optimizer: torch.optim.Optimizer
+    params: list[nn.Parameter]  # the policy's, in its order
+    max_grad_norm: float | None
     lr_decay: LinearDecay | None = None
 
     def _init_lr_decay(self, optimizer: torch.optim.Optimizer, horizon: int | None) -> None:
@@ -81,6 +84,12 @@ class BaseAgent:
         """The linear decay's step (``lr_decay_horizon``), if any."""
         if self.lr_decay is not None:
             self.lr_decay(env_steps)
+
+    def clip_grad_norm(self) -> torch.Tensor:
+        """Scale the gradients of ``params`` to a total norm of at most ``max_grad_norm``; ->
+        the norm before. (A method, so that the speed seam can clip a flat gradient in one op.)"""
+        assert self.max_grad_norm is not None  # (None only under ACKTR, which does not clip)
+        return nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
 
     def state_dict(self) -> dict[str, Any]:
         """What a resumed run needs of this agent: its optimizer's state (the lr among it)."""

@@ -1,6 +1,5 @@
 """Proximal Policy Optimization (Schulman et al. 2017), clipped surrogate objective."""
 import torch
-import torch.nn as nn
 
 from a2c_ppo_acktr.algo.agent import BaseAgent
 from a2c_ppo_acktr.errors import ConfigError
@@ -93,7 +92,7 @@ class PPO(BaseAgent):
                 loss, stats = self.loss(b)  # this method, or its compiled copy (speed.py)
                 self.optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
+                self.clip_grad_norm()
                 self.optimizer.step()
                 totals += stats
                 num_updates += 1

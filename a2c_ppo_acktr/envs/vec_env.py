@@ -103,6 +103,10 @@ def env_failure(env: gym.Env, index: int, method: str, error: Exception) -> EnvE
                     + (" (its traceback above)" if details else ""), details)
 
 
+# The rewards' usual types, taken without a closer look: the check runs at every env step.
+NUMBER_TYPES = frozenset({float, int, np.float64, np.float32, np.int64})
+
+
 def _is_number(x: object) -> bool:
     if isinstance(x, np.ndarray):
         return x.size == 1 and x.dtype.kind in "biuf"
@@ -156,16 +160,17 @@ def step_block(envs: Sequence[gym.Env], actions: np.ndarray, obs: np.ndarray, re
         method = "step"
         try:
             o, r, term, trunc, info = env.step(actions[j])
-            if type(o) is not np.ndarray or o.shape != shape or o.dtype != dtype:
+            if type(o) is not np.ndarray or o.shape != shape or (o.dtype is not dtype and o.dtype != dtype):
                 check_observation(env, first_index + j, method, o, shape, dtype)
-            if type(r) is not float and not _is_number(r):  # numpy would store None as NaN
+            if type(r) not in NUMBER_TYPES and not _is_number(r):  # numpy would store None as NaN
                 raise EnvError(f"env {first_index + j} ({_env_name(env)}) returned from step the "
                                f"reward {r!r}: a reward must be a number")
             if term or trunc:
                 info["final_obs"] = np.array(o)  # a copy: the env may reuse its buffer
                 method = "reset (after its episode ended)"
                 o, _ = env.reset()
-                if type(o) is not np.ndarray or o.shape != shape or o.dtype != dtype:
+                if (type(o) is not np.ndarray or o.shape != shape
+                        or (o.dtype is not dtype and o.dtype != dtype)):
                     check_observation(env, first_index + j, method, o, shape, dtype)
             obs[j] = o
             rewards[j] = r
@@ -196,7 +201,7 @@ def reset_block(envs: Sequence[gym.Env], obs: np.ndarray, first_index: int = 0) 
     for j, env in enumerate(envs):
         try:
             o, _ = env.reset()
-            if type(o) is not np.ndarray or o.shape != shape or o.dtype != dtype:
+            if type(o) is not np.ndarray or o.shape != shape or (o.dtype is not dtype and o.dtype != dtype):
                 check_observation(env, first_index + j, "reset", o, shape, dtype)
             obs[j] = o
         except Exception as e:

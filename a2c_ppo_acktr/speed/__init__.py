@@ -22,6 +22,7 @@ them); clipping and the optimizer step stay eager, and the eager code stays the 
 each choice: docs/benchmarks.md, "Speed options: `--compile` and `--precision bf16`".
 """
 import ctypes
+import functools
 import os
 import sys
 import types
@@ -30,9 +31,10 @@ from collections.abc import Callable
 import torch
 
 from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, Agent
+from a2c_ppo_acktr.algo.agent import BaseAgent
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.speed.flat import flatten
+from a2c_ppo_acktr.speed.flat import FlatParams, flatten
 from a2c_ppo_acktr.speed.layers import direct_calls
 from a2c_ppo_acktr.speed.optim import functional_step
 
@@ -67,7 +69,12 @@ def speed_up(policy: Policy, agent: Agent | None = None, *, compiled: bool = Fal
     optimizer = agent.optimizer if agent is not None else None
     if "optim" in ENABLED and optimizer is not None and functional_step(optimizer):
         applied.append("optim")
-    if "flat" in ENABLED and optimizer is not None and flatten(optimizer) is not None:
+    if "flat" in ENABLED and agent is not None and (flat := flatten(agent.optimizer)):
+        if (isinstance(agent, BaseAgent) and agent.max_grad_norm is not None
+                and type(agent).clip_grad_norm is BaseAgent.clip_grad_norm  # not their own
+                and len(flat.params) == len(agent.params)
+                and all(p is q for p, q in zip(flat.params, agent.params))):
+            _shadow(agent, "clip_grad_norm", functools.partial(flat_clip, agent, flat))
         applied.append("flat")
     if "layers" in ENABLED and not compiled:
         direct_calls(policy)
@@ -135,6 +142,12 @@ def in_process_on_worker_failure(compiled: Callable) -> Callable:
                   "compiling in this process", file=sys.stderr, flush=True)
             return compiled(*args, **kwargs)
     return call
+
+
+def flat_clip(agent: BaseAgent, flat: FlatParams) -> torch.Tensor:
+    """``agent.clip_grad_norm()`` on its flat gradient (``--max-grad-norm`` read at each call)."""
+    assert agent.max_grad_norm is not None
+    return flat.clip_grad_norm(agent.max_grad_norm)
 
 
 def _shadow(obj: object, method: str, fn: Callable) -> None:

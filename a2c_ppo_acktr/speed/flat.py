@@ -65,6 +65,14 @@ class FlatParams:
         return [flat.as_strided(p.shape, p.stride(), offset)
                 for p, offset in zip(self.params, self.offsets)]
 
+    def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
+        """``nn.utils.clip_grad_norm_(self.params, max_norm)`` bit for bit (the norm of the
+        per-tensor norms; each gradient times the same clamped factor), with one scaling op on
+        the flat gradient and without its grouping by device and dtype; -> the norm before."""
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(self.grads, 2.0)), 2.0)
+        self.grad.mul_(torch.clamp(max_norm / (total + 1e-6), max=1.0))
+        return total
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Zero every gradient (one op), re-linking any that code elsewhere set to None
         (``set_to_none`` is taken for ``Optimizer.zero_grad``'s signature: the views stay)."""
