@@ -84,18 +84,16 @@ class RolloutStorage:
         collector); ``advance=False`` keeps the step for the other groups' parts.
         """
         s, c = self.step, columns
-        self.obs[s + 1, c].copy_(obs)
-        self.recurrent_hidden_states[s + 1, c].copy_(recurrent_hidden_states)
-        self.masks[s + 1, c].copy_(masks)
-        self.bad_masks[s + 1, c].copy_(bad_masks)
-        self.actions[s, c].copy_(actions)
-        self.action_log_probs[s, c].copy_(action_log_probs)
-        self.value_preds[s, c].copy_(value_preds)
-        self.rewards[s, c].copy_(rewards)
-        if bootstrap_values is None:
-            self.bootstrap_values[s, c].zero_()
-        else:
-            self.bootstrap_values[s, c].copy_(bootstrap_values)
+        self.obs[s + 1, c] = obs
+        self.recurrent_hidden_states[s + 1, c] = recurrent_hidden_states
+        self.masks[s + 1, c] = masks
+        self.bad_masks[s + 1, c] = bad_masks
+        self.actions[s, c] = actions
+        self.action_log_probs[s, c] = action_log_probs
+        self.value_preds[s, c] = value_preds
+        self.rewards[s, c] = rewards
+        if bootstrap_values is not None:  # zero elsewhere: after_update clears the rollout's
+            self.bootstrap_values[s, c] = bootstrap_values
         if advance:
             self.step = (s + 1) % self.num_steps
 
@@ -107,6 +105,7 @@ class RolloutStorage:
         nxt.recurrent_hidden_states[0].copy_(self.recurrent_hidden_states[-1])
         nxt.masks[0].copy_(self.masks[-1])
         nxt.bad_masks[0].copy_(self.bad_masks[-1])
+        nxt.bootstrap_values.zero_()
 
     def compute_returns(self, next_value: torch.Tensor, use_gae: bool | ReturnsConfig,
                         gamma: float | None = None, gae_lambda: float | None = None,
@@ -139,14 +138,13 @@ class RolloutStorage:
                       - self.value_preds[:-1])
             discounts = gamma * gae_lambda * masks
             gae = torch.zeros_like(next_value)
-            for t in reversed(range(self.num_steps)):
-                gae = deltas[t] + discounts[t] * gae
-                self.returns[t] = gae
+            for t in reversed(range(self.num_steps)):  # A_t, written straight into returns[t]
+                gae = torch.add(deltas[t], discounts[t] * gae, out=self.returns[t])
             self.returns[:-1] += self.value_preds[:-1]
         else:
             for t in reversed(range(self.num_steps)):
-                self.returns[t] = self.rewards[t] + gamma * (
-                    masks[t] * self.returns[t + 1] + bootstrap[t])
+                torch.add(self.rewards[t], gamma * (masks[t] * self.returns[t + 1] + bootstrap[t]),
+                          out=self.returns[t])
 
     @torch.inference_mode()
     def recompute_returns(self, actor_critic: Policy, chunk: int = 256) -> None:
