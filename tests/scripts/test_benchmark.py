@@ -65,7 +65,7 @@ def test_benchmark_end_to_end(tmp_path):
 
 
 def test_curves_are_named_by_algorithm_and_recipe():
-    from benchmark import legend
+    from run_results import legend
 
     rows = ("original", "a2c", "acktr", "tuned, --vec-env ale", "tuned --lr 1e-4, --vec-env ale",
             "a2c --algo ppo")
@@ -90,6 +90,7 @@ def test_each_run_gets_its_share_of_the_cores(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_reuse_continues_a_run_cut_short(tmp_path):
     import benchmark
+    from curves import elapsed
 
     first = benchmark.run_one("CartPole-v1", "tuned", 1, 2048, str(tmp_path), threads=1)
     run = tmp_path / "runs" / "CartPole-v1" / "tuned" / "seed1"
@@ -103,7 +104,7 @@ def test_reuse_continues_a_run_cut_short(tmp_path):
     assert rows[:len(before_rows)] == before_rows and len(rows) > len(before_rows)
     log = (run / "stdout.log").read_text()
     assert log.startswith(before_log) and "resum" in log[len(before_log):].lower()
-    assert again["wall"] == benchmark.elapsed(again["rows"])[-1]  # both parts' training time
+    assert again["wall"] == elapsed(again["rows"])[-1]  # both parts' training time
 
 
 @pytest.mark.slow
