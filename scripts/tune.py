@@ -85,27 +85,7 @@ def build_parser() -> Parser:
     return p
 
 
-class Runs(Children):
-    """``Children`` whose processes the trial holds, to kill those of a pruned trial."""
-
-    def start(self, argv: list[str], **popen_kwargs) -> subprocess.Popen | None:
-        with self._lock:
-            if self.signum is not None:
-                return None
-            proc = subprocess.Popen(argv, **popen_kwargs)
-            self._running.add(proc)
-            return proc
-
-    def end(self, proc: subprocess.Popen, kill: bool = False) -> int:
-        if kill:
-            proc.kill()
-        rc = proc.wait()
-        with self._lock:
-            self._running.discard(proc)
-        return rc
-
-
-RUNS = Runs()
+RUNS = Children()  # a trial's runs; a pruned trial's are killed
 _LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
 
 

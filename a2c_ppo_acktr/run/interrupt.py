@@ -213,9 +213,9 @@ class Children(_Handling):
         for proc in list(self._running):  # a second signal too: the children stop unsaved
             proc.send_signal(signum)
 
-    def call(self, argv: list[str], **popen_kwargs: Any) -> int | None:
-        """``subprocess.call`` from any thread: the child's exit status, None if a signal came
-        before it started."""
+    def start(self, argv: list[str], **popen_kwargs: Any) -> subprocess.Popen | None:
+        """``subprocess.Popen`` from any thread, the child held until ``end``; None if a signal
+        came before it started."""
         with self._lock:
             if self.signum is not None:
                 return None
@@ -224,8 +224,20 @@ class Children(_Handling):
             self._running.add(proc)
         if self.signum is not None:  # came while it started, maybe before the set held it
             proc.send_signal(self.signum)
+        return proc
+
+    def end(self, proc: subprocess.Popen, kill: bool = False) -> int:
+        """Wait for a child of ``start`` (``kill``: SIGKILL it first); its exit status."""
+        if kill:
+            proc.kill()
         try:
             return proc.wait()
         finally:
             with self._lock:
                 self._running.discard(proc)
+
+    def call(self, argv: list[str], **popen_kwargs: Any) -> int | None:
+        """``subprocess.call`` from any thread: the child's exit status, None if a signal came
+        before it started."""
+        proc = self.start(argv, **popen_kwargs)
+        return None if proc is None else self.end(proc)

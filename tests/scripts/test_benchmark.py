@@ -90,6 +90,7 @@ def test_each_run_gets_its_share_of_the_cores(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_reuse_continues_a_run_cut_short(tmp_path):
     import benchmark
+
     from curves import elapsed
 
     first = benchmark.run_one("CartPole-v1", "tuned", 1, 2048, str(tmp_path), threads=1)
