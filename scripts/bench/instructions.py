@@ -18,8 +18,9 @@ import shutil
 import subprocess
 import sys
 
+from cases import CASES
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CASES = "abcd"
 
 
 def instructions(checkout: str, case: str, total: int) -> int:
@@ -49,7 +50,7 @@ def per_step(counts: tuple[int, int], totals: tuple[int, int]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--case", choices=list(CASES), default="a")
+    p.add_argument("--case", choices=sorted(CASES), default="a")
     p.add_argument("--against", required=True, help="the other checkout (its scripts/bench/fps.py runs)")
     p.add_argument("--totals", type=int, nargs=2, default=[8192, 16384], metavar=("N1", "N2"),
                    help="the two budgets, env steps, whole updates of the case (default 8192 16384)")
