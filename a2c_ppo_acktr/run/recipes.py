@@ -14,7 +14,7 @@ import shlex
 import sys
 from typing import Any
 
-RECIPES = ("original", "tuned", "a2c", "acktr", "fast")  # a2c, acktr, fast: on Atari only
+RECIPES = ("original", "tuned", "a2c", "acktr", "fast")  # a2c: Atari, MuJoCo; acktr, fast: Atari
 SUITES = {
     "mujoco": ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"),
     "atari": ("PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "BeamRiderNoFrameskip-v4"),
@@ -55,18 +55,25 @@ _TIANSHOU_MUJOCO = {**_PPO, "num_processes": 64, "num_steps": 32, "ppo_epoch": 1
 # budget (docs/notes.md, "Atari: Pong, the tuned recipe (issue #25)").
 _ATARI_TUNED = {key: value for key, value in ORIGINAL["atari"].items()
                 if key != "use_linear_lr_decay"} | {"num_mini_batch": 8}
-# The original's A2C and ACKTR Atari commands (its README), beside its PPO one: A2C is main.py's
-# defaults, ACKTR takes 32 envs x 20 steps.
-ORIGINAL_BY_ALGO: dict[str, dict[str, dict[str, Any]]] = {
-    "a2c": {"atari": {"algo": "a2c"}},
+# MuJoCo's A2C: rl-baselines3-zoo's (SB3's A2C defaults, observations normalized): one env, a
+# gradient step every 5 steps, n-step returns, a constant lr, SB3's action-mean gain and std 1.
+# Ours also normalizes the returns (docs/notes.md, "A2C on MuJoCo").
+_A2C_MUJOCO = {"algo": "a2c", "num_processes": 1, "num_steps": 5, "lr": 7e-4, "eps": 1e-5,
+               "alpha": 0.99, "gamma": 0.99, "entropy_coef": 0.0, "value_loss_coef": 0.5,
+               "max_grad_norm": 0.5, "action_mean_gain": 0.01, "log_std_init": 0.0,
+               "use_proper_time_limits": True, "log_interval": 400, "save_interval": 400}
+# The recipes of an algorithm other than PPO. Atari: the original's A2C and ACKTR commands (its
+# README), beside its PPO one: A2C is main.py's defaults, ACKTR takes 32 envs x 20 steps.
+BY_ALGO: dict[str, dict[str, dict[str, Any]]] = {
+    "a2c": {"atari": {"algo": "a2c"}, "mujoco": _A2C_MUJOCO},
     "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20}}}
 # fast (many cores, a GPU): the tuned recipe's minibatches of 128 and gradient steps per env step,
 # with 64 envs x 32 steps a rollout for the cores to step at once (docs/notes.md, "The recipes").
 _ATARI_FAST = _ATARI_TUNED | {"num_processes": 64, "num_steps": 32, "num_mini_batch": 16}
 # Recipes for some suites only: {recipe: {suite: values}} and what each is, for the refusal.
 ONLY_FOR: dict[str, dict[str, dict[str, Any]]] = {
-    **ORIGINAL_BY_ALGO, "fast": {"atari": _ATARI_FAST}}
-_WHAT = {"a2c": "the original's A2C command", "acktr": "the original's ACKTR command",
+    **BY_ALGO, "fast": {"atari": _ATARI_FAST}}
+_WHAT = {"a2c": "A2C's recipe", "acktr": "the original's ACKTR command",
          "fast": "the many-env PPO recipe"}
 # Tianshou's example as Tianshou runs it: its learning rate decayed to 0 and the advantages computed
 # again before each epoch (its lr_decay and recompute_adv).
