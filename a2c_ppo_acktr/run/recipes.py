@@ -14,7 +14,7 @@ import shlex
 import sys
 from typing import Any
 
-RECIPES = ("original", "tuned", "a2c", "acktr", "fast")  # a2c: Atari, MuJoCo; acktr, fast: Atari
+RECIPES = ("original", "tuned", "a2c", "acktr", "fast")  # a2c, acktr: Atari, MuJoCo; fast: Atari
 SUITES = {
     "mujoco": ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"),
     "atari": ("PongNoFrameskip-v4", "BreakoutNoFrameskip-v4", "BeamRiderNoFrameskip-v4"),
@@ -62,18 +62,26 @@ _A2C_MUJOCO = {"algo": "a2c", "num_processes": 1, "num_steps": 5, "lr": 7e-4, "e
                "alpha": 0.99, "gamma": 0.99, "entropy_coef": 0.0, "value_loss_coef": 0.5,
                "max_grad_norm": 0.5, "action_mean_gain": 0.01, "log_std_init": 0.0,
                "use_proper_time_limits": True, "log_interval": 400, "save_interval": 400}
+# MuJoCo's ACKTR: the ACKTR paper's continuous-control settings as far as this ACKTR (one K-FAC
+# optimizer on the joint loss, the original's) takes them: OpenAI baselines' acktr_cont, batches of
+# 2,500 steps from one env, GAE (0.99, 0.97), K-FAC's step 0.03 and KL clip 0.01, no entropy
+# bonus (docs/notes.md, "ACKTR on MuJoCo").
+_ACKTR_MUJOCO = {"algo": "acktr", "num_processes": 1, "num_steps": 2500, "use_gae": True,
+                 "gamma": 0.99, "gae_lambda": 0.97, "entropy_coef": 0.0, "kfac_lr": 0.03,
+                 "kfac_kl_clip": 0.01, "use_proper_time_limits": True, "log_interval": 1}
 # The recipes of an algorithm other than PPO. Atari: the original's A2C and ACKTR commands (its
 # README), beside its PPO one: A2C is main.py's defaults, ACKTR takes 32 envs x 20 steps.
 BY_ALGO: dict[str, dict[str, dict[str, Any]]] = {
     "a2c": {"atari": {"algo": "a2c"}, "mujoco": _A2C_MUJOCO},
-    "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20}}}
+    "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20},
+              "mujoco": _ACKTR_MUJOCO}}
 # fast (many cores, a GPU): the tuned recipe's minibatches of 128 and gradient steps per env step,
 # with 64 envs x 32 steps a rollout for the cores to step at once (docs/notes.md, "The recipes").
 _ATARI_FAST = _ATARI_TUNED | {"num_processes": 64, "num_steps": 32, "num_mini_batch": 16}
 # Recipes for some suites only: {recipe: {suite: values}} and what each is, for the refusal.
 ONLY_FOR: dict[str, dict[str, dict[str, Any]]] = {
     **BY_ALGO, "fast": {"atari": _ATARI_FAST}}
-_WHAT = {"a2c": "A2C's recipe", "acktr": "the original's ACKTR command",
+_WHAT = {"a2c": "A2C's recipe", "acktr": "ACKTR's recipe",
          "fast": "the many-env PPO recipe"}
 # Tianshou's example as Tianshou runs it: its learning rate decayed to 0 and the advantages computed
 # again before each epoch (its lr_decay and recompute_adv).

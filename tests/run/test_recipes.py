@@ -72,7 +72,7 @@ def test_recipe_tuned_sets_its_values_and_explicit_flags_win(capsys):
     (["--env-name", "HalfCheetah-v5", "--recipe", "best"],
      "--recipe best: unknown recipe 'best'; choose one of: original, tuned, a2c, acktr, fast"),
     (["--env-name", "CartPole-v1", "--recipe", "acktr"],
-     "--recipe acktr: recipe 'acktr' is the original's ACKTR command for atari envs, not for "
+     "--recipe acktr: recipe 'acktr' is ACKTR's recipe for atari, mujoco envs, not for "
      "CartPole-v1"),
     (["--env-name", "HalfCheetah-v5", "--recipe", "fast"],
      "--recipe fast: recipe 'fast' is the many-env PPO recipe for atari envs, not for "
@@ -269,3 +269,17 @@ def test_a2c_mujoco_recipe_takes_sb3s_a2c_step(tmp_path):
     for mine, theirs in pairs:
         torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-6)
         torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-7)
+
+
+def test_acktr_mujoco_recipe_builds_the_papers_kfac():
+    """``--recipe acktr`` on MuJoCo: batches of 2,500 steps from one env, GAE (0.99, 0.97) and
+    K-FAC with the ACKTR paper's step 0.03 and KL clip 0.01 (OpenAI baselines' acktr_cont)."""
+    args = get_args(recipes.recipe("Hopper-v5", "acktr"))
+    assert (args.num_processes, args.num_steps, args.use_gae, args.gamma, args.gae_lambda) == (
+        1, 2500, True, 0.99, 0.97)
+    cfg = config_from_args(args)
+    agent = build.make_agent(cfg.algo, make_policy((11,), spaces.Box(-1, 1, (3,), np.float32),
+                                                   policy_kwargs(cfg.policy)))
+    assert agent.kfac is not None and agent.optimizer is agent.kfac
+    assert (agent.kfac.defaults["lr"], agent.kfac.defaults["kl_clip"]) == (0.03, 0.01)
+    assert agent.kfac.defaults["damping"] == 1e-2  # K-FAC's default, the paper's
