@@ -211,15 +211,16 @@ def test_recipes_follow_sb3s_loss(env_id, tmp_path):
 
 
 def test_a2c_mujoco_recipe_takes_sb3s_a2c_step(tmp_path):
-    """``--recipe a2c`` on MuJoCo is the zoo's A2C (SB3's defaults): from the same weights on the
-    same rollout, one update of ours and of SB3's A2C give the same gradients and, after RMSprop's
-    step and the gradient clip, the same weights."""
+    """``--recipe a2c`` on MuJoCo, given to SB3's A2C as its arguments (Tianshou's example's loss:
+    raw advantages, ``vf_coef`` on the mean squared error, RMSprop): from the same weights on the
+    same rollout, one update of each gives the same gradients and, after the gradient clip and
+    RMSprop's step, the same weights."""
     from stable_baselines3 import A2C as SB3A2C
     from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import DummyVecEnv
 
     args = get_args(recipes.recipe("HalfCheetah-v5", "a2c"))
-    assert (args.algo, args.num_processes, args.num_steps, args.use_gae) == ("a2c", 1, 5, False)
-    T = args.num_steps
+    T, N = args.num_steps, args.num_processes
     obs_space = spaces.Box(-np.inf, np.inf, (5,), np.float32)
     act_space = spaces.Box(-1, 1, (3,), np.float32)
     torch.manual_seed(0)
@@ -230,25 +231,28 @@ def test_a2c_mujoco_recipe_takes_sb3s_a2c_step(tmp_path):
     class Spaces(gym.Env):
         observation_space, action_space = obs_space, act_space
 
-    sb3 = SB3A2C("MlpPolicy", Spaces(), seed=0, device="cpu")  # the zoo's: SB3's defaults
-    assert (sb3.n_steps, sb3.learning_rate, sb3.gamma, sb3.gae_lambda) == (
-        T, args.lr, args.gamma, 1.0)
-    assert (sb3.ent_coef, sb3.vf_coef, sb3.max_grad_norm) == (
-        args.entropy_coef, args.value_loss_coef, args.max_grad_norm)
+    width = [args.hidden_size] * 2
+    sb3 = SB3A2C("MlpPolicy", DummyVecEnv([Spaces] * N), n_steps=T, learning_rate=args.lr,
+                 gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.entropy_coef,
+                 vf_coef=args.value_loss_coef, max_grad_norm=args.max_grad_norm,
+                 rms_prop_eps=args.eps, normalize_advantage=False, seed=0, device="cpu",
+                 policy_kwargs=dict(log_std_init=args.log_std_init,
+                                    net_arch=dict(pi=width, vf=width)))
+    assert sb3.policy.optimizer.defaults["alpha"] == args.alpha
     pairs = _matching_parameters(sb3.policy, ours)
     with torch.no_grad():
         for mine, theirs in pairs:
             mine.copy_(theirs)
-    assert torch.all(ours.dist.logstd == 0)  # --log-std-init 0, SB3's log_std_init
 
     g = torch.Generator().manual_seed(1)
-    obs, actions = 3 * torch.randn(T, 5, generator=g), torch.randn(T, 3, generator=g)
+    obs, actions = 3 * torch.randn(T, N, 5, generator=g), torch.randn(T, N, 3, generator=g)
     with torch.no_grad():
-        values = ours.get_value(obs, torch.zeros(T, 1), torch.ones(T, 1))
-    returns = values + 10 * torch.randn(T, 1, generator=g)  # large: the gradient clip binds
+        values = ours.get_value(obs.reshape(T * N, 5), torch.zeros(T * N, 1),
+                                torch.ones(T * N, 1)).reshape(T, N, 1)
+    returns = values + 10 * torch.randn(T, N, 1, generator=g)  # large: the gradient clip binds
 
-    r = RolloutStorage(T, 1, (5,), act_space, ours.recurrent_hidden_state_size)
-    r.obs[:-1], r.actions[:], r.returns[:-1] = obs[:, None], actions[:, None], returns[:, None]
+    r = RolloutStorage(T, N, (5,), act_space, ours.recurrent_hidden_state_size)
+    r.obs[:-1], r.actions[:], r.returns[:-1] = obs, actions, returns
     before = [mine.detach().clone() for mine, _ in pairs]
     agent.update(r)
     # the clip bound: the gradient left is max_grad_norm long
@@ -257,11 +261,11 @@ def test_a2c_mujoco_recipe_takes_sb3s_a2c_step(tmp_path):
     assert all(not torch.equal(b, m) for b, (m, _) in zip(before, pairs))  # every tensor moved
 
     buf = sb3.rollout_buffer
-    buf.observations[:] = obs.numpy()[:, None]
-    buf.actions[:] = actions.numpy()[:, None]
-    buf.values[:] = values.numpy()
-    buf.returns[:] = returns.numpy()
-    buf.advantages[:] = (returns - values).numpy()
+    buf.observations[:] = obs.numpy()
+    buf.actions[:] = actions.numpy()
+    buf.values[:] = values[..., 0].numpy()
+    buf.returns[:] = returns[..., 0].numpy()
+    buf.advantages[:] = (returns - values)[..., 0].numpy()
     buf.full, buf.pos = True, T
     sb3.set_logger(configure(str(tmp_path), []))
     sb3.train()
