@@ -277,7 +277,7 @@ def test_a2c_mujoco_recipe_takes_sb3s_a2c_step(tmp_path):
 
 def test_acktr_mujoco_recipe_builds_the_papers_kfac():
     """``--recipe acktr`` on MuJoCo: batches of 2,500 steps from one env, GAE (0.99, 0.97) and
-    K-FAC with the ACKTR paper's step 0.03 and KL clip 0.01 (OpenAI baselines' acktr_cont)."""
+    K-FAC with the ACKTR paper's KL clip 0.01 (OpenAI baselines' acktr_cont), K-FAC's step."""
     args = get_args(recipes.recipe("Hopper-v5", "acktr"))
     assert (args.num_processes, args.num_steps, args.use_gae, args.gamma, args.gae_lambda) == (
         1, 2500, True, 0.99, 0.97)
@@ -285,5 +285,5 @@ def test_acktr_mujoco_recipe_builds_the_papers_kfac():
     agent = build.make_agent(cfg.algo, make_policy((11,), spaces.Box(-1, 1, (3,), np.float32),
                                                    policy_kwargs(cfg.policy)))
     assert agent.kfac is not None and agent.optimizer is agent.kfac
-    assert (agent.kfac.defaults["lr"], agent.kfac.defaults["kl_clip"]) == (0.03, 0.01)
+    assert (agent.kfac.defaults["lr"], agent.kfac.defaults["kl_clip"]) == (0.25, 0.01)
     assert agent.kfac.defaults["damping"] == 1e-2  # K-FAC's default, the paper's
