@@ -27,10 +27,14 @@ TABLES = {"## MuJoCo": ("last-10 return (deterministic)", "per seed: last 10 / d
           "## Atari": ("last-10 return at the end, per seed (best)",
                        "last-10 return at the end, per seed (best)", 1)}
 BEGIN, END = "<!-- results_stats.py: aggregate -->", "<!-- /results_stats.py -->"
-# the MuJoCo suite's aggregate rows: (name, recipe cells, seeds held out?)
+# the MuJoCo suite's aggregate rows, PPO's recipes, then A2C's and ACKTR's: (name, recipe cells,
+# seeds held out? None: all of them)
 GROUPS = [("tuned, seeds 1-3", ("tuned", "tuned (c)"), False),
           ("tuned, held-out seeds", ("tuned",), True),
-          ("original, seeds 1-3", ("original",), False)]
+          ("original, seeds 1-3", ("original",), False),
+          ("A2C (a2c), seeds 1-3", ("a2c",), False),
+          ("A2C (a2c), held-out seeds", ("a2c",), True),
+          ("ACKTR (acktr), all seeds", ("acktr",), None)]
 
 
 def cells(line: str) -> list[str]:
@@ -100,9 +104,11 @@ def aggregate(mujoco: list[tuple[str, str, str, list[float]]]) -> list[str]:
     intervals, and P(tuned > original)."""
     groups = {}
     for name, recipes, held_out in GROUPS:
+        # held_out None: every row of the recipe (one not chosen on some seeds)
         rows = [(env, np.array(s)) for env, recipe, seeds, s in mujoco
-                if recipe in recipes and seeds.startswith("**") == held_out]
-        groups[name] = rows
+                if recipe in recipes and held_out in (None, seeds.startswith("**"))]
+        if rows:  # an algorithm with no rows yet has no line
+            groups[name] = rows
     lines = ["| recipe | envs | runs | IQM [95% CI] | mean [95% CI] | P(tuned > original) [95% CI] |",
              "|---|---|---|---|---|---|"]
     cell = " {} ".format

@@ -1,5 +1,7 @@
 """scripts/results_stats.py: docs/results.md's IQM column and MuJoCo aggregate are what its
 per-seed columns give (a row added without them fails here: run the script)."""
+import re
+
 import pytest
 
 import results_stats
@@ -41,3 +43,17 @@ def test_a_new_row_gets_its_column(tmp_path):
     assert results_stats.main(["--file", str(page)]) == 0
     assert "| 2,000 ± 100 (2,100) | 2000 [1900, 2100] | 1900 / 2100;" in page.read_text()
     assert results_stats.main(["--check", "--file", str(page)]) == 0
+
+
+def test_an_algorithm_gets_its_aggregate_line_once_it_has_rows(tmp_path):
+    page = tmp_path / "results.md"
+    with open(results_stats.RESULTS) as f:
+        text = f.read()
+    rows = "".join(f"| {env} | acktr | 1, 2 | 1,000,000 | 0 ± 0 (0) | | {a} / {b}; 0 / 0 | 1 min | | (1) |\n"
+                   for env, a, b in (("Hopper-v5", 1000, 3000), ("Walker2d-v5", 2000, 2000)))
+    text = re.sub(r"\| ACKTR \(acktr\), all seeds \|[^\n]*\n", "", text)  # as before its rows
+    at = text.index("| Humanoid-v5 | original |")
+    page.write_text(text[:at] + rows + text[at:])
+    assert results_stats.main(["--file", str(page)]) == 0
+    line = next(l for l in page.read_text().splitlines() if l.startswith("| ACKTR (acktr), all seeds"))
+    assert line.split("|")[2:4] == [" Hopper, Walker2d ", " 4 "], line
