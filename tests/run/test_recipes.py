@@ -141,6 +141,21 @@ def test_unknown_env_or_recipe():
         recipes.recipe("Hopper-v5", "best")
 
 
+def _ours_and_spaces(args):
+    """Our policy and agent built from ``args`` (seed 0) for 5 observations and 3 actions in
+    [-1, 1], and a gym.Env class with those spaces for SB3 to build its own on."""
+    obs_space = spaces.Box(-np.inf, np.inf, (5,), np.float32)
+    act_space = spaces.Box(-1, 1, (3,), np.float32)
+    torch.manual_seed(0)
+    cfg = config_from_args(args)
+    ours = make_policy(obs_space.shape, act_space, policy_kwargs(cfg.policy))
+
+    class Spaces(gym.Env):
+        observation_space, action_space = obs_space, act_space
+
+    return ours, build.make_agent(cfg.algo, ours), Spaces
+
+
 def _matching_parameters(sb3_policy, ours) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(ours, SB3's) for every parameter: separate actor and critic towers of two layers."""
     modules = [(ours.base.actor, sb3_policy.mlp_extractor.policy_net),
@@ -164,15 +179,8 @@ def test_recipes_follow_sb3s_loss(env_id, tmp_path):
     argv = recipes.recipe(env_id, "tuned") + ["--num-steps", str(T), "--num-mini-batch", "1",
                                               "--ppo-epoch", "1", "--lr", "1e-30"]
     args = get_args(argv)
-    obs_space = spaces.Box(-np.inf, np.inf, (5,), np.float32)
-    act_space = spaces.Box(-1, 1, (3,), np.float32)
-    torch.manual_seed(0)
-    cfg = config_from_args(args)
-    ours = make_policy(obs_space.shape, act_space, policy_kwargs(cfg.policy))
-    agent = build.make_agent(cfg.algo, ours)
-
-    class Spaces(gym.Env):
-        observation_space, action_space = obs_space, act_space
+    ours, agent, Spaces = _ours_and_spaces(args)
+    act_space = Spaces.action_space
 
     sb3 = SB3PPO("MlpPolicy", Spaces(), n_steps=T, batch_size=T, n_epochs=1, learning_rate=1e-30,
                  seed=0, device="cpu", **SB3_SETTINGS[env_id])
@@ -221,15 +229,8 @@ def test_a2c_mujoco_recipe_takes_sb3s_a2c_step(tmp_path):
 
     args = get_args(recipes.recipe("HalfCheetah-v5", "a2c"))
     T, N = args.num_steps, args.num_processes
-    obs_space = spaces.Box(-np.inf, np.inf, (5,), np.float32)
-    act_space = spaces.Box(-1, 1, (3,), np.float32)
-    torch.manual_seed(0)
-    cfg = config_from_args(args)
-    ours = make_policy(obs_space.shape, act_space, policy_kwargs(cfg.policy))
-    agent = build.make_agent(cfg.algo, ours)
-
-    class Spaces(gym.Env):
-        observation_space, action_space = obs_space, act_space
+    ours, agent, Spaces = _ours_and_spaces(args)
+    act_space = Spaces.action_space
 
     width = [args.hidden_size] * 2
     sb3 = SB3A2C("MlpPolicy", DummyVecEnv([Spaces] * N), n_steps=T, learning_rate=args.lr,
