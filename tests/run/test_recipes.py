@@ -273,7 +273,9 @@ def test_a2c_mujoco_recipe_takes_sb3s_a2c_step(tmp_path):
 
     for mine, theirs in pairs:
         torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-6)
-        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-7)
+        # RMSprop's first step is ~lr * 10 * sign(g) (7e-3): where g is near its eps, the
+        # gradients' last bits (the order of their sums) move a weight by ~1e-7
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
 
 
 def test_acktr_mujoco_recipe_builds_the_papers_kfac():
