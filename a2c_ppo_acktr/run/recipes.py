@@ -55,20 +55,17 @@ _TIANSHOU_MUJOCO = {**_PPO, "num_processes": 64, "num_steps": 32, "ppo_epoch": 1
 # budget (docs/notes.md, "Atari: Pong, the tuned recipe (issue #25)").
 _ATARI_TUNED = {key: value for key, value in ORIGINAL["atari"].items()
                 if key != "use_linear_lr_decay"} | {"num_mini_batch": 8}
-# MuJoCo's A2C (candidate W): Tianshou's MuJoCo A2C example (16 envs x 5 steps, GAE 0.95, lr
-# 7e-4 decayed to 0, RMSprop, std 0.6, action-mean gain 0.01) without its entropy bonus and with
-# both networks 256 wide (the zoo's width, as HalfCheetah's PPO). Before it, candidate Z, the
-# zoo's A2C (one env, n-step returns, constant lr): its flags in docs/notes.md, "A2C on MuJoCo".
+# MuJoCo's A2C: Tianshou's MuJoCo A2C example without its entropy bonus (which grew the std
+# here) and with both networks 256 wide, as HalfCheetah's PPO (docs/notes.md, "A2C on MuJoCo").
 _A2C_MUJOCO = {"algo": "a2c", "num_processes": 16, "num_steps": 5, "lr": 7e-4, "eps": 1e-5,
                "alpha": 0.99, "gamma": 0.99, "use_gae": True, "gae_lambda": 0.95,
                "entropy_coef": 0.0, "value_loss_coef": 0.5, "max_grad_norm": 0.5,
                "use_linear_lr_decay": True, "log_std_init": -0.5, "action_mean_gain": 0.01,
                "hidden_size": 256, "use_proper_time_limits": True, "log_interval": 25}
-# MuJoCo's ACKTR: the ACKTR paper's continuous-control settings as far as this ACKTR (one K-FAC
-# optimizer on the joint loss, the original's) takes them: OpenAI baselines' acktr_cont, batches of
-# 2,500 steps from one env, GAE (0.99, 0.97), its KL clip 0.01, no entropy bonus; K-FAC's own
-# step 0.25 where the paper's 0.03 grows by 1.5x while the KL is small (this ACKTR has no such
-# adaptation; docs/notes.md, "ACKTR on MuJoCo").
+# MuJoCo's ACKTR: the ACKTR paper's continuous-control settings (OpenAI baselines' acktr_cont) as
+# far as this ACKTR, one K-FAC optimizer on the joint loss, takes them; K-FAC's own step, as the
+# paper's step grows while the KL stays small and this ACKTR's does not (docs/notes.md, "ACKTR on
+# MuJoCo").
 _ACKTR_MUJOCO = {"algo": "acktr", "num_processes": 1, "num_steps": 2500, "use_gae": True,
                  "gamma": 0.99, "gae_lambda": 0.97, "entropy_coef": 0.0, "kfac_lr": 0.25,
                  "kfac_kl_clip": 0.01, "use_proper_time_limits": True, "log_interval": 1}
