@@ -29,7 +29,7 @@ TABLES = {"## MuJoCo": ("last-10 return (deterministic)", "per seed: last 10 / d
 BEGIN, END = "<!-- results_stats.py: aggregate -->", "<!-- /results_stats.py -->"
 # the MuJoCo suite's aggregate rows, PPO's recipes, then A2C's and ACKTR's: (name, recipe cells,
 # seeds held out? None: all of them)
-GROUPS = [("tuned, seeds 1-3", ("tuned", "tuned (c)"), False),
+GROUPS = [("tuned, seeds 1-3", ("tuned",), False),
           ("tuned, held-out seeds", ("tuned",), True),
           ("original, seeds 1-3", ("original",), False),
           ("A2C (a2c), seeds 1-3", ("a2c",), False),

@@ -15,17 +15,14 @@ ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
 
 # Each tuned MuJoCo recipe's settings as SB3's PPO arguments: Tianshou's loss (raw advantages, its
 # value weight 0.25 on the squared error) on SB3's default network for the recipes that follow
-# Tianshou's example; rl-baselines3-zoo's hyperparams/ppo.yml (MuJoCo v3) for Humanoid's.
+# Tianshou's example (Humanoid's with Tianshou's std in its Box's units).
 _TIANSHOU = dict(normalize_advantage=False, vf_coef=0.25, max_grad_norm=0.5,
                  policy_kwargs=dict(log_std_init=-0.5))
 SB3_SETTINGS = {
     "HalfCheetah-v5": dict(_TIANSHOU, policy_kwargs=dict(log_std_init=-0.5, net_arch=dict(
         pi=[256, 256], vf=[256, 256]))),
     "Ant-v5": _TIANSHOU,
-    "Humanoid-v5": dict(clip_range=0.3, ent_coef=0.00238306, vf_coef=0.431892, max_grad_norm=2,
-                        policy_kwargs=dict(log_std_init=-2, ortho_init=False,
-                                           activation_fn=torch.nn.ReLU,
-                                           net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+    "Humanoid-v5": dict(_TIANSHOU, policy_kwargs=dict(log_std_init=-1.42)),
 }
 
 
@@ -126,12 +123,17 @@ def test_fast_trains_a_few_updates_on_the_cpu(tmp_path):
     assert len(lines) == 3 and lines[-1].split(",")[1] == "32"
 
 
-def test_humanoid_is_the_zoo_translation():
+def test_humanoids_std_is_tianshous_in_its_box():
+    """Tianshou's policy samples with std 0.6 (log-std -0.5) in [-1, 1] and scales the action onto
+    the Box; ours samples in the Box, so Humanoid's recipe starts at 0.6 of its half-range."""
     args = get_args(recipes.recipe("Humanoid-v5", "tuned"))
-    # the zoo's batch_size 256 of n_steps 512 with one env: 2 minibatches
-    assert args.num_processes * args.num_steps // args.num_mini_batch == 256
-    assert (args.hidden_size, args.activation, args.log_std_init, args.init) == (
-        256, "relu", -2.0, "default")
+    env = gym.make("Humanoid-v5", **args.env_kwargs)
+    try:
+        half_range = env.action_space.high
+        assert np.allclose(half_range, 0.4) and env.observation_space.shape == (270,)
+        assert np.exp(args.log_std_init) == pytest.approx(np.exp(-0.5) * half_range[0], rel=0.01)
+    finally:
+        env.close()
 
 
 def test_unknown_env_or_recipe():
