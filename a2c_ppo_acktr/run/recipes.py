@@ -53,12 +53,17 @@ _TIANSHOU_MUJOCO = {**_PPO, "num_processes": 64, "num_steps": 32, "ppo_epoch": 1
 _ATARI_TUNED = {key: value for key, value in ORIGINAL["atari"].items()
                 if key != "use_linear_lr_decay"} | {"num_mini_batch": 8}
 # MuJoCo's A2C: Tianshou's MuJoCo A2C example without its entropy bonus (which grew the std
-# here) and with both networks 256 wide, as HalfCheetah's PPO (docs/notes.md, "A2C on MuJoCo").
-_A2C_MUJOCO = {"algo": "a2c", "num_processes": 16, "num_steps": 5, "lr": 7e-4, "eps": 1e-5,
+# here), with both networks 256 wide, as HalfCheetah's PPO, and rollouts of 32 steps, not 5, so
+# that GAE reaches past the critic's guess (docs/notes.md, "A2C on MuJoCo").
+_A2C_MUJOCO = {"algo": "a2c", "num_processes": 16, "num_steps": 32, "lr": 7e-4, "eps": 1e-5,
                "alpha": 0.99, "gamma": 0.99, "use_gae": True, "gae_lambda": 0.95,
                "entropy_coef": 0.0, "value_loss_coef": 0.5, "max_grad_norm": 0.5,
                "use_linear_lr_decay": True, "log_std_init": -0.5, "action_mean_gain": 0.01,
                "hidden_size": 256, "use_proper_time_limits": True, "log_interval": 25}
+# HalfCheetah and Walker2d discount by 0.995, as their PPO recipes: a flip or a fall ends the
+# good part of a game, and a longer horizon counts it (Hopper's A2C stands with it).
+_A2C_LONG_HORIZON = {env: {**_A2C_MUJOCO, "gamma": 0.995}
+                     for env in ("HalfCheetah-v5", "Walker2d-v5")}
 # MuJoCo's ACKTR: the ACKTR paper's continuous-control settings (OpenAI baselines' acktr_cont) as
 # far as this ACKTR, one K-FAC optimizer on the joint loss, takes them; K-FAC's own step, as the
 # paper's step grows while the KL stays small and this ACKTR's does not (docs/notes.md, "ACKTR on
@@ -66,16 +71,18 @@ _A2C_MUJOCO = {"algo": "a2c", "num_processes": 16, "num_steps": 5, "lr": 7e-4, "
 _ACKTR_MUJOCO = {"algo": "acktr", "num_processes": 1, "num_steps": 2500, "use_gae": True,
                  "gamma": 0.99, "gae_lambda": 0.97, "entropy_coef": 0.0, "kfac_lr": 0.25,
                  "kfac_kl_clip": 0.01, "use_proper_time_limits": True, "log_interval": 1}
-# The recipes of an algorithm other than PPO. Atari: the original's A2C and ACKTR commands (its
-# README), beside its PPO one: A2C is main.py's defaults, ACKTR takes 32 envs x 20 steps.
+# The recipes of an algorithm other than PPO, per suite and, where an env has its own, per env.
+# Atari: the original's A2C and ACKTR commands (its README), beside its PPO one: A2C is main.py's
+# defaults, ACKTR takes 32 envs x 20 steps.
 BY_ALGO: dict[str, dict[str, dict[str, Any]]] = {
-    "a2c": {"atari": {"algo": "a2c"}, "mujoco": _A2C_MUJOCO},
+    "a2c": {"atari": {"algo": "a2c"}, "mujoco": _A2C_MUJOCO, **_A2C_LONG_HORIZON},
     "acktr": {"atari": {"algo": "acktr", "num_processes": 32, "num_steps": 20},
               "mujoco": _ACKTR_MUJOCO}}
 # fast (many cores, a GPU): the tuned recipe's minibatches of 128 and gradient steps per env step,
 # with 64 envs x 32 steps a rollout for the cores to step at once (docs/notes.md, "The recipes").
 _ATARI_FAST = _ATARI_TUNED | {"num_processes": 64, "num_steps": 32, "num_mini_batch": 16}
-# Recipes for some suites only: {recipe: {suite: values}} and what each is, for the refusal.
+# Recipes for some suites only: {recipe: {suite or env: values}} and what each is, for the
+# refusal.
 ONLY_FOR: dict[str, dict[str, dict[str, Any]]] = {
     **BY_ALGO, "fast": {"atari": _ATARI_FAST}}
 _WHAT = {"a2c": "A2C's recipe", "acktr": "ACKTR's recipe",
@@ -132,10 +139,11 @@ def settings(env: str, name: str) -> dict[str, Any]:
         raise KeyError(f"unknown recipe {name!r}; choose one of: {', '.join(RECIPES)}")
     suite = suite_of(env)
     if name in ONLY_FOR:
-        if suite not in ONLY_FOR[name]:
+        by = ONLY_FOR[name]
+        if suite not in by:
             raise KeyError(f"recipe {name!r} is {_WHAT[name]} for "
-                           f"{', '.join(ONLY_FOR[name])} envs, not for {env}")
-        values = ONLY_FOR[name][suite]
+                           f"{', '.join(k for k in by if k in SUITES)} envs, not for {env}")
+        values = by.get(env, by[suite])
     else:
         values = ORIGINAL[suite] if name == "original" else TUNED[env]
     return {**values, "num_env_steps": BUDGETS[suite]}

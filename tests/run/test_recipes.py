@@ -71,6 +71,8 @@ def test_recipe_tuned_sets_its_values_and_explicit_flags_win(capsys):
     (["--env-name", "CartPole-v1", "--recipe", "acktr"],
      "--recipe acktr: recipe 'acktr' is ACKTR's recipe for atari, mujoco envs, not for "
      "CartPole-v1"),
+    (["--env-name", "CartPole-v1", "--recipe", "a2c"],
+     "--recipe a2c: recipe 'a2c' is A2C's recipe for atari, mujoco envs, not for CartPole-v1"),
     (["--env-name", "HalfCheetah-v5", "--recipe", "fast"],
      "--recipe fast: recipe 'fast' is the many-env PPO recipe for atari envs, not for "
      "HalfCheetah-v5"),
@@ -81,6 +83,16 @@ def test_unknown_recipe_or_env_exits_2_in_one_line(argv, needle, capsys):
         get_args(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
+
+
+def test_an_env_of_its_own_wins_over_its_suites_recipe():
+    """A2C's MuJoCo recipe, and HalfCheetah's and Walker2d's discount of their own."""
+    suite = get_args(recipes.recipe("Hopper-v5", "a2c"))
+    for env in ("HalfCheetah-v5", "Walker2d-v5"):
+        own = get_args(recipes.recipe(env, "a2c"))
+        assert own.gamma == 0.995 and suite.gamma == 0.99
+        assert {k: v for k, v in vars(own).items() if k not in ("gamma", "env_name", "config")} == {
+            k: v for k, v in vars(suite).items() if k not in ("gamma", "env_name", "config")}
 
 
 def test_tuned_halfcheetah_has_tianshous_batch_sizes():
