@@ -105,10 +105,12 @@ def aggregate(mujoco: list[tuple[str, str, str, list[float]]]) -> list[str]:
     groups = {}
     for name, recipes, held_out in GROUPS:
         # held_out None: every row of the recipe (one not chosen on some seeds)
-        rows = [(env, np.array(s)) for env, recipe, seeds, s in mujoco
-                if recipe in recipes and held_out in (None, seeds.startswith("**"))]
-        if rows:  # an algorithm with no rows yet has no line
-            groups[name] = rows
+        by_env: dict[str, list[float]] = {}  # an env's rows (seeds 1-3 and 4-6): one stratum
+        for env, recipe, seeds, s in mujoco:
+            if recipe in recipes and held_out in (None, seeds.startswith("**")):
+                by_env.setdefault(env, []).extend(s)
+        if by_env:  # an algorithm with no rows yet has no line
+            groups[name] = [(env, np.array(s)) for env, s in by_env.items()]
     lines = ["| recipe | envs | runs | IQM [95% CI] | mean [95% CI] | P(tuned > original) [95% CI] |",
              "|---|---|---|---|---|---|"]
     cell = " {} ".format

@@ -59,3 +59,11 @@ def test_an_algorithm_gets_its_aggregate_line_once_it_has_rows(tmp_path):
     assert results_stats.main(["--file", str(page)]) == 0
     line = next(l for l in page.read_text().splitlines() if l.startswith("| ACKTR (acktr), all seeds"))
     assert line.split("|")[2:4] == [" Hopper, Walker2d ", " 4 "], line
+    # a second row of an env (other seeds) joins its stratum
+    more = "| Hopper-v5 | acktr | **4, 5** | 1,000,000 | 0 ± 0 (0) | | 1000 / 3000; 0 / 0 | 1 min | | (1) |\n"
+    text = page.read_text()
+    at = text.index("| Humanoid-v5 | original |")
+    page.write_text(text[:at] + more + text[at:])
+    assert results_stats.main(["--file", str(page)]) == 0
+    line = next(l for l in page.read_text().splitlines() if l.startswith("| ACKTR (acktr), all seeds"))
+    assert line.split("|")[2:4] == [" Hopper, Walker2d ", " 6 "], line
