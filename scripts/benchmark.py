@@ -115,14 +115,35 @@ def whole_updates(env: str, name: str, steps: int, extra: Sequence[str] = ()) ->
     return steps // per_update * per_update
 
 
+def run_path(out: str, env: str, name: str, seed: int, vec_env: str | None = None,
+             extra: Sequence[str] = ()) -> str:
+    """The directory of one run: ``<out>/runs/<env>/<variant_dir>/seed<k>``."""
+    return os.path.join(out, "runs", env.replace("/", "_"), variant_dir(name, vec_env, extra),
+                        f"seed{seed}")
+
+
+def foreign_runs(jobs: Sequence[tuple], steps: int, out: str) -> list[str]:
+    """The jobs' directories whose checkpoint holds more env steps than their recipe trains:
+    another run's (another recipe's or budget's), which ``--reuse`` would neither read nor
+    continue, and training would overwrite."""
+    found = []
+    for env, name, vec_env, seed, extra in jobs:
+        run_dir = run_path(out, env, name, seed, vec_env, extra)
+        saved = saved_steps(run_dir) if os.path.isdir(run_dir) else None
+        target = whole_updates(env, name, steps, extra)
+        if saved is not None and saved[1] > target:
+            found.append(f"{run_dir} holds {saved[1]:,} steps, more than the {target:,} this run "
+                         "trains")
+    return found
+
+
 def run_one(env: str, name: str, seed: int, steps: int, out: str, reuse: bool = False,
             vec_env: str | None = None, threads: int = 1, extra: Sequence[str] = ()) -> dict:
     """Train one run to completion on ``threads`` intra-op threads (``OMP_NUM_THREADS`` wins if
     set); returns its result (``score`` None if it failed). ``reuse``: a finished run is read, and
     one cut short (its checkpoint below the budget) continues with ``main.py --resume``.
     ``extra``: main.py flags added to the recipe's."""
-    run_dir = os.path.join(out, "runs", env.replace("/", "_"), variant_dir(name, vec_env, extra),
-                           f"seed{seed}")
+    run_dir = run_path(out, env, name, seed, vec_env, extra)
     os.makedirs(run_dir, exist_ok=True)
     saved = saved_steps(run_dir) if reuse else None
     target = whole_updates(env, name, steps, extra)
@@ -188,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     variants: list[list[str]] = [[], extra] if extra else [[]]
     jobs = [(e, name, v, s, x) for e in envs for name in args.recipe for v in args.vec_env
             for x in variants for s in args.seeds]
+    foreign = foreign_runs(jobs, steps, out) if args.reuse else []
+    if foreign:
+        p.error(f"--reuse: {foreign[0]}" + (f" (and {len(foreign) - 1} more)" if len(foreign) > 1
+                                            else "") + ": another run's, left as it is; move it "
+                "or choose another --out")
     results = []
     threads = max(1, (os.cpu_count() or 1) // args.jobs)  # each run's share of the cores
     with CHILDREN, ThreadPoolExecutor(args.jobs) as pool:

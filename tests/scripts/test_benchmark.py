@@ -109,6 +109,26 @@ def test_reuse_continues_a_run_cut_short(tmp_path):
 
 
 @pytest.mark.slow
+def test_reuse_refuses_a_run_longer_than_its_own(tmp_path, capsys):
+    """A checkpoint holding more steps than the run would train is another run's (another
+    recipe's or budget's): ``--reuse`` says so in one line and leaves it, where it used to train
+    over it."""
+    import benchmark
+
+    assert benchmark.run_one("CartPole-v1", "tuned", 1, 4096, str(tmp_path), threads=1)["rc"] == 0
+    run = tmp_path / "runs" / "CartPole-v1" / "tuned" / "seed1"
+    [checkpoint] = run.glob("models/*/*.pt")
+    before = checkpoint.read_bytes()
+    with pytest.raises(SystemExit) as exc:
+        benchmark.main(["--suite", "classic", "--env", "CartPole-v1", "--seeds", "1",
+                        "--num-env-steps", "2048", "--reuse", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    assert f"--reuse: {run} holds 4,096 steps, more than the 2,048 this run trains" in err[-1]
+    assert checkpoint.read_bytes() == before
+
+
+@pytest.mark.slow
 def test_sigterm_to_the_benchmark_alone_stops_and_saves_its_runs(tmp_path):
     """``kill <pid>`` or ``timeout`` signal benchmark.py only: the run under way saves and stops
     (it would otherwise train on, orphaned), the next is not started, the lines say so."""
