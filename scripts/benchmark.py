@@ -11,7 +11,8 @@ game). Writes ``<out>/results.md`` (the table and the commands) and ``<out>/<env
 ``--reuse`` a run whose checkpoint already holds the whole budget is read, not trained again, and
 one cut short (stopped by a signal, which saves its checkpoint) continues with ``main.py
 --resume``: a suite cut short continues, and seeds run apart (other ``--out`` dirs, linked in)
-make one table. Beside the mean ± std, a row gives the interquartile mean (IQM) over its seeds
+make one table; a checkpoint holding more steps than its run trains is another run's, and
+``--reuse`` stops in one line before any run starts. Beside the mean ± std, a row gives the interquartile mean (IQM) over its seeds
 with its 95% stratified bootstrap interval (``a2c_ppo_acktr/run/stats.py``). Ctrl-C or SIGTERM,
 to this process alone or to its group, stops the runs under way (each saves) and starts no more;
 the table then holds the runs that finished.
