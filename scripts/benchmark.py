@@ -12,10 +12,11 @@ game). Writes ``<out>/results.md`` (the table and the commands) and ``<out>/<env
 one cut short (stopped by a signal, which saves its checkpoint) continues with ``main.py
 --resume``: a suite cut short continues, and seeds run apart (other ``--out`` dirs, linked in)
 make one table; a checkpoint holding more steps than its run trains is another run's, and
-``--reuse`` stops in one line before any run starts. Beside the mean ± std, a row gives the interquartile mean (IQM) over its seeds
-with its 95% stratified bootstrap interval (``a2c_ppo_acktr/run/stats.py``). Ctrl-C or SIGTERM,
-to this process alone or to its group, stops the runs under way (each saves) and starts no more;
-the table then holds the runs that finished.
+``--reuse`` stops in one line before any run starts. Beside the mean ± std, a row gives the
+interquartile mean (IQM) over its seeds with its 95% stratified bootstrap interval
+(``a2c_ppo_acktr/run/stats.py``). Ctrl-C or SIGTERM, to this process alone or to its group,
+stops the runs under way (each saves) and starts no more; the table then holds the runs that
+finished.
 ``--thresholds 18 20`` adds, per run, the env steps and training minutes at which the log's mean
 of the last 10 training episodes first reached each return (its ``progress.csv``; "-": not
 within the budget).
