@@ -131,7 +131,7 @@ def foreign_runs(jobs: Sequence[tuple], steps: int, out: str) -> list[str]:
     found = []
     for env, name, vec_env, seed, extra in jobs:
         run_dir = run_path(out, env, name, seed, vec_env, extra)
-        saved = saved_steps(run_dir) if os.path.isdir(run_dir) else None
+        saved = saved_steps(run_dir)  # None where no run is
         target = whole_updates(env, name, steps, extra)
         if saved is not None and saved[1] > target:
             found.append(f"{run_dir} holds {saved[1]:,} steps, more than the {target:,} this run "
@@ -213,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             for x in variants for s in args.seeds]
     foreign = foreign_runs(jobs, steps, out) if args.reuse else []
     if foreign:
-        p.error(f"--reuse: {foreign[0]}" + (f" (and {len(foreign) - 1} more)" if len(foreign) > 1
-                                            else "") + ": another run's, left as it is; move it "
-                "or choose another --out")
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        p.error(f"--reuse: {foreign[0]}{more}: another run's, left as it is; move it or choose "
+                "another --out")
     results = []
     threads = max(1, (os.cpu_count() or 1) // args.jobs)  # each run's share of the cores
     with CHILDREN, ThreadPoolExecutor(args.jobs) as pool:
