@@ -12,11 +12,12 @@ import torch
 
 import main
 from a2c_ppo_acktr import speed
-from a2c_ppo_acktr.envs import make_vec_envs
+from a2c_ppo_acktr.envs import VecPyTorch, make_vec_envs
 from a2c_ppo_acktr.envs.episodes import load_run, read_monitor_file
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
+from a2c_ppo_acktr.run.history import evaluate_checkpoint
 
 # The README's CartPole command (the learning test uses it as written there).
 CARTPOLE_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "8",
@@ -441,6 +442,7 @@ def test_bad_env_kwargs_exit_2_naming_the_key(tmp_path, capsys):
     expect_exit_2(capsys, drone + ["--env-kwargs", "ep_max_lenght=5"], "'ep_max_lenght'")
     expect_exit_2(capsys, argv + ["--env-kwargs", "ep_max_length"], "KEY=VALUE")
     expect_exit_2(capsys, argv + ["--env-kwargs", "a=1", "a=2"], "'a' twice")
+    expect_exit_2(capsys, argv + ["--scale-actions"], "this env's are Discrete(2)")
     assert not os.path.exists(tmp_path / "models")
     # a good one: gym.make's own max_episode_steps cuts CartPole's episodes
     assert main.main(argv + ["--env-kwargs", "max_episode_steps=3"]) == 0
@@ -485,3 +487,23 @@ def test_the_script_keeps_its_imports_out_of_the_collectors_sight(tmp_path):
                                                       "len(walked)")
     assert enabled == "True" and int(frozen) > 100_000 and walked == "0"
     assert load_checkpoint(run_paths(get_args(argv)).checkpoint)["env_steps"] == 160
+
+
+@pytest.mark.slow
+def test_scale_actions_reaches_every_env_the_run_and_its_checkpoint_build(tmp_path, monkeypatch):
+    """--scale-actions: training's envs, the evaluations' and the checkpoint's deterministic
+    games (scripts/benchmark.py's) all map the policy's actions onto the Box."""
+    built = []
+    init = VecPyTorch.__init__
+
+    def recording_init(self, venv, device, scale_actions=False):
+        built.append(scale_actions)
+        init(self, venv, device, scale_actions)
+
+    monkeypatch.setattr(VecPyTorch, "__init__", recording_init)
+    # an evaluation at update 13, once the first games (200 steps) have ended
+    paths = run(tmp_path, [a if a != "CartPole-v1" else "Pendulum-v1" for a in A2C_TINY]
+                + ["--num-env-steps", "448", "--eval-interval", "13", "--scale-actions"])
+    assert load_checkpoint(paths.checkpoint)["scale_actions"] is True
+    assert len(evaluate_checkpoint(paths.checkpoint, num_episodes=1)) == 1
+    assert len(built) >= 3 and all(built), built  # training, an evaluation, the checkpoint's

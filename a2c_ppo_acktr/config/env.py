@@ -65,6 +65,11 @@ class EnvConfig:
         [], "keyword arguments for gym.make, e.g. time_step_duration=0.02 ep_max_length=200 "
         "(values: numbers, True/False, None, or text); saved in the checkpoint, so evaluation and "
         "enjoy.py build the same env", nargs="+", metavar="KEY=VALUE", to_field=env_pairs, at=35)
+    scale_actions: bool = flag(
+        False, "Box actions: the policy acts in [-1, 1], its action clipped there and mapped "
+        "linearly onto the env's bounds (Tianshou's action_scaling); saved in the checkpoint, so "
+        "evaluation, enjoy.py and the exported policy map them too (default: off, the policy "
+        "acts in the env's units, clipped to its bounds)", at=69)
 
     env_timeout: Optional[float] = flag(
         None, "stop the run in one line, keeping its last checkpoint, when a step or reset of its "

@@ -64,8 +64,8 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
                   render_mode: str | None = None, monitor_append: bool = False,
                   num_workers: int | None = None, env_kwargs: dict | None = None,
                   first_rank: int = 0, episodic_life: bool = True,
-                  video_prefix: str | None = None,
-                  env_timeout: float | None = None) -> VecPyTorch | VecPyTorchFrameStack:
+                  video_prefix: str | None = None, env_timeout: float | None = None,
+                  scale_actions: bool = False) -> VecPyTorch | VecPyTorchFrameStack:
     """Build the full stack: N envs -> backend -> VecNormalize (vector obs) -> VecPyTorch
     -> VecPyTorchFrameStack (images: ``num_frame_stack`` or 4; vectors: only if given).
 
@@ -80,7 +80,8 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
     stack always ends the learner's episode there. ``video_prefix``: env rank 0 records videos
     (``single.record_video``), on ``dummy`` or ``shmem`` only. A step or reset of a user's env
     (not ``ale``) that has not returned for a minute is said in one line; ``env_timeout`` seconds
-    (None: never) stop it with ``watch.EnvTimeout`` (``envs/watch.py``).
+    (None: never) stop it with ``watch.EnvTimeout`` (``envs/watch.py``). ``scale_actions``: the
+    policy's Box actions are in [-1, 1], mapped onto the env's bounds (``VecPyTorch``).
     """
     if vec_env not in VEC_ENV_KINDS:
         raise ConfigError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
@@ -114,7 +115,11 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
 
     if len(space_shape(envs.observation_space)) == 1:
         envs = VecNormalize(envs, gamma=gamma) if gamma is not None else VecNormalize(envs, ret=False)
-    torch_envs = VecPyTorch(envs, device)
+    try:
+        torch_envs = VecPyTorch(envs, device, scale_actions)
+    except ConfigError:
+        envs.close()
+        raise
     if vec_env.startswith("ale"):  # ALE stacked the frames already
         return torch_envs
     if num_frame_stack is not None:

@@ -6,6 +6,7 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.envs.vec_env import GroupedVecEnv, VecEnv, VecEnvWrapper
+from a2c_ppo_acktr.errors import ConfigError
 
 # What ``VecPyTorch.step`` returns: obs (N, *obs_shape) on the device, reward (N, 1) float32 on the
 # device, terminated (N,) and truncated (N,) numpy bool, infos.
@@ -24,6 +25,18 @@ def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     return t.to(device)
 
 
+def check_scalable(space: spaces.Space) -> None:
+    """``--scale-actions`` needs bounded Box actions: a one-line ``ConfigError`` otherwise."""
+    if not isinstance(space, spaces.Box) or not space.is_bounded():
+        raise ConfigError(f"--scale-actions maps actions in [-1, 1] onto bounded Box actions; "
+                          f"this env's are {space}: drop --scale-actions")
+
+
+def scale_action(action: np.ndarray, box: spaces.Box) -> np.ndarray:
+    """``action`` in [-1, 1] (N, A) -> the same point of ``box``'s bounds, in its dtype."""
+    return (box.low + (box.high - box.low) * (action + 1.0) / 2.0).astype(box.dtype, copy=False)
+
+
 class VecPyTorch(VecEnvWrapper[VecEnv]):
     """numpy vector env -> torch tensors on ``device``.
 
@@ -34,9 +47,12 @@ class VecPyTorch(VecEnvWrapper[VecEnv]):
     on the host as the vector env made them: the collector turns them into masks there (numpy
     ops on N flags cost less than torch's), with no device sync.
     ``send``/``recv`` step one group of a grouped env (``num_groups`` > 1, e.g. ``AleVecEnv``).
+    Box actions are clipped to the Box; with ``scale_actions`` they are in [-1, 1], clipped
+    there and mapped onto the Box (``scale_action``).
     """
 
-    def __init__(self, venv: VecEnv, device: torch.device | str) -> None:
+    def __init__(self, venv: VecEnv, device: torch.device | str,
+                 scale_actions: bool = False) -> None:
         super().__init__(venv)
         self.device = torch.device(device)
         self.num_groups = getattr(venv, "num_groups", 1)
@@ -45,6 +61,9 @@ class VecPyTorch(VecEnvWrapper[VecEnv]):
         # control cost would otherwise charge for the excess), while the rollout keeps the
         # unclipped sample so that its log-probability stays exact (as SB3 and CleanRL do).
         self._clip = self.action_space if isinstance(self.action_space, spaces.Box) else None
+        self._scale = scale_actions
+        if scale_actions:
+            check_scalable(self.action_space)
 
     def _to_torch(self, array: np.ndarray) -> torch.Tensor:
         t = to_device(array, self.device)
@@ -57,7 +76,9 @@ class VecPyTorch(VecEnvWrapper[VecEnv]):
         array = actions.cpu().numpy()  # the step's one wait for the device
         if self._squeeze_actions and array.ndim == 2:
             array = array.reshape(-1)  # (N, 1) long -> (N,)
-        if self._clip is not None:  # a fresh array: the env may keep it
+        if self._clip is not None and self._scale:  # [-1, 1] -> [low, high]
+            array = scale_action(np.minimum(np.maximum(array, -1.0), 1.0), self._clip)
+        elif self._clip is not None:  # a fresh array: the env may keep it
             array = np.minimum(np.maximum(array, self._clip.low), self._clip.high)
         return array
 

@@ -40,9 +40,9 @@ save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain 
 POLICY_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
 # The keys of the run's own in a checkpoint, beside its components' (``checkpoint_state``);
 # "optimizer" is where checkpoints before the components kept the agent's optimizer.
-RESERVED = ("obs_rms", "env_steps", "torch_rng", "env_name", "env_kwargs", "algo", "seed",
-            "obs_shape", "action_space", "recurrent_policy", "policy_kwargs", "saved_at", "config",
-            "exact", "optimizer")
+RESERVED = ("obs_rms", "env_steps", "torch_rng", "env_name", "env_kwargs", "scale_actions",
+            "algo", "seed", "obs_shape", "action_space", "recurrent_policy", "policy_kwargs",
+            "saved_at", "config", "exact", "optimizer")
 
 
 class RunPaths(NamedTuple):
@@ -139,6 +139,7 @@ def checkpoint_state(cfg: Config, components: Mapping[str, Stateful],
         "torch_rng": torch.get_rng_state(),
         "env_name": cfg.env.env_name,
         "env_kwargs": cfg.env.kwargs,
+        "scale_actions": cfg.env.scale_actions,  # evaluation, enjoy.py and export map them too
         "algo": cfg.algo.algo,
         "seed": cfg.env.seed,
         "obs_shape": list(space_shape(envs.observation_space)),

@@ -104,6 +104,10 @@ def _check_combinations(args: argparse.Namespace) -> None:
     if args.gail and args.async_rollouts:
         # The discriminator would train on the sampler's normalizer while that thread updates it.
         raise ConfigError("--gail does not support --async-rollouts: drop one of them")
+    if args.gail and args.scale_actions:
+        # The experts' actions are in the env's units, the policy's in [-1, 1].
+        raise ConfigError("--gail does not support --scale-actions: the expert data holds "
+                          "actions in the env's units; drop --scale-actions")
     if args.compile and args.algo == "acktr":
         raise ConfigError("--compile does not support --algo acktr: K-FAC records each layer's "
                           "inputs and output gradients with Python hooks, which torch.compile "

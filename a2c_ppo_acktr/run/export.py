@@ -43,7 +43,8 @@ ONNX_PACKAGES = ("onnx", "onnxscript")  # what torch.onnx.export needs: the .[on
 
 class DeployedPolicy(nn.Module):
     """``policy`` acting deterministically on raw observations: the frozen observation
-    normalizer before it, the action space's bounds after it (see the module's docstring)."""
+    normalizer before it, the action space's bounds after it (see the module's docstring);
+    ``scale_actions``: the run's ``--scale-actions``, its actions in [-1, 1] mapped onto them."""
 
     obs_mean: torch.Tensor  # buffers: the normalizer's statistics, the action bounds
     obs_std: torch.Tensor
@@ -52,8 +53,9 @@ class DeployedPolicy(nn.Module):
     no_state: torch.Tensor
 
     def __init__(self, policy: Policy, normalizer: Normalizer | None,
-                 action_space: spaces.Space) -> None:
+                 action_space: spaces.Space, scale_actions: bool = False) -> None:
         super().__init__()
+        self.scale = scale_actions
         self.base, self.dist = policy.base, policy.dist
         self.recurrent = policy.is_recurrent
         rms = normalizer.ob_rms if normalizer is not None else None
@@ -82,7 +84,9 @@ class DeployedPolicy(nn.Module):
         action = self.dist(features).mode()
         if self.discrete:
             action = action.squeeze(-1)  # (N, 1) -> (N,), the indices an env takes
-        if self.bounded:  # VecPyTorch's clip: np.minimum(np.maximum(a, low), high)
+        if self.bounded and self.scale:  # VecPyTorch's map: torch_vec.scale_action
+            action = self.low + (self.high - self.low) * (action.clamp(-1.0, 1.0) + 1.0) / 2.0
+        elif self.bounded:  # VecPyTorch's clip: np.minimum(np.maximum(a, low), high)
             action = torch.minimum(torch.maximum(action, self.low), self.high)
         return (action, hidden) if self.recurrent else action
 
@@ -98,7 +102,9 @@ def describe(ckpt: dict, module: DeployedPolicy, obs_space: spaces.Space, action
         obs = f"{shape} {obs_space.dtype}, the env's raw observations" + (
             " (normalized inside)" if module.normalize else "")
     action = {spaces.Discrete: "(N,) int64 action index",
-              spaces.Box: "(N, A) float32 Gaussian mean, clipped to the action space",
+              spaces.Box: "(N, A) float32 Gaussian mean, " + (
+                  "in [-1, 1] mapped onto the action space" if module.scale
+                  else "clipped to the action space"),
               spaces.MultiDiscrete: "(N, D) int64, an index per dimension",
               spaces.MultiBinary: "(N, D) float32 0/1"}[type(action_space)]
     info = {"env_name": ckpt["env_name"], "algo": ckpt.get("algo"), "env_steps": ckpt.get("env_steps"),
@@ -182,7 +188,8 @@ def export_policy(path: str, out: str | None = None, fmt: str = "pt2") -> tuple[
     # the run's statistics by build_policy.
     with play_envs(argparse.Namespace(env_name=ckpt["env_name"], seed=0), ckpt) as envs:
         policy = build_policy(ckpt, path, envs)
-        module = DeployedPolicy(policy, get_vec_normalize(envs), envs.action_space).eval()
+        module = DeployedPolicy(policy, get_vec_normalize(envs), envs.action_space,
+                                bool(ckpt.get("scale_actions"))).eval()
         module.requires_grad_(False)  # no autograd graph behind the outputs where it is loaded
         obs_space, hidden_size = envs.observation_space, policy.recurrent_hidden_state_size
         info = describe(ckpt, module, obs_space, envs.action_space, hidden_size)

@@ -37,7 +37,8 @@ def evaluate_checkpoint(path: str, num_episodes: int = 10, seed: int = 1000) -> 
     ckpt = load_policy_checkpoint(path)
     with tempfile.TemporaryDirectory() as log_dir:  # the Monitor's raw returns
         envs = make_vec_envs(ckpt["env_name"], seed, num_episodes, None, log_dir, "cpu",
-                             True, env_kwargs=ckpt.get("env_kwargs"), episodic_life=False)
+                             True, env_kwargs=ckpt.get("env_kwargs"), episodic_life=False,
+                             scale_actions=bool(ckpt.get("scale_actions")))
         try:
             return run_episodes(build_policy(ckpt, path, envs), envs, num_episodes,
                                 first_per_env=True)

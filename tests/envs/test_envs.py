@@ -23,6 +23,7 @@ from a2c_ppo_acktr.envs import (
     make_env,
     make_vec_envs,
 )
+from a2c_ppo_acktr.errors import ConfigError
 
 # 2 workers for 3 envs: blocks of 2 and 1 envs, so the block bookkeeping is exercised too.
 VEC_ENVS = {"dummy": DummyVecEnv, "shmem": lambda env_fns: ShmemVecEnv(env_fns, num_workers=2)}
@@ -318,6 +319,36 @@ def test_box_actions_are_clipped_to_the_space():
     obs, _, _, _, _ = envs.step(actions)
     assert obs.tolist() == [[1.0, -0.5]]
     assert actions.tolist() == [[3.0, -0.5]]  # the caller's (stored) sample is untouched
+
+
+class AsymmetricBoxEnv(RecordActionEnv):
+    """RecordActionEnv with bounds that are neither symmetric nor of one width."""
+
+    action_space = spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([4.0, 0.5], np.float32))
+
+
+def test_scaled_box_actions_land_where_gymnasiums_rescale_action_puts_them():
+    envs = VecPyTorch(DummyVecEnv([AsymmetricBoxEnv]), "cpu", scale_actions=True)
+    reference = gym.wrappers.RescaleAction(AsymmetricBoxEnv(), np.full(2, -1, np.float32),
+                                            np.full(2, 1, np.float32))
+    envs.reset()
+    reference.reset()
+    for action in ([-1.0, 1.0], [0.25, -0.5], [0.9, 0.1], [3.0, -7.0]):
+        obs, _, _, _, _ = envs.step(torch.tensor([action]))
+        expected, _, _, _, _ = reference.step(np.clip(np.array(action, np.float32), -1.0, 1.0))
+        np.testing.assert_allclose(obs[0].numpy(), expected, rtol=1e-6)
+    assert obs.tolist() == [[4.0, 0.0]]  # past [-1, 1]: clipped there, then mapped
+
+
+def test_scale_actions_refuses_actions_without_bounds_in_one_line():
+    class Unbounded(RecordActionEnv):
+        action_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+    with pytest.raises(ConfigError, match=r"^--scale-actions .* Discrete\(2\): drop"):
+        make_vec_envs("CartPole-v1", 0, 1, None, None, "cpu", False, vec_env="dummy",
+                      scale_actions=True)
+    with pytest.raises(ConfigError, match=r"Box\(-inf, inf"):
+        VecPyTorch(DummyVecEnv([Unbounded]), "cpu", scale_actions=True)
 
 
 def test_merged_normalizer_deltas_equal_one_normalizer_fed_all_data():

@@ -31,6 +31,7 @@ def parsed(*argv: str):
     (["--lr-decay-horizon", "100"], ["--use-linear-lr-decay"]),
     (["--num-env-steps", "10"], ["--num-env-steps (10)", "one rollout"]),
     (["--compile", "--algo", "acktr"], ["--compile", "acktr"]),
+    (["--gail", "--scale-actions"], ["--gail", "--scale-actions", "env's units"]),
     (["--algo", "acktr", "--kfac-kl-clip", "0"], ["--kfac-kl-clip", "positive", "got 0"]),
     (["--algo", "acktr", "--kfac-damping", "-1"], ["--kfac-damping", "positive", "got -1"]),
     (["--algo", "ppo", "--kfac-lr", "0.1"], ["--kfac-lr", "K-FAC", "--algo ppo"]),

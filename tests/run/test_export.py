@@ -152,6 +152,9 @@ CASES = {
     "pong": ("PongNoFrameskip-v4", [], {"edit": centre_cnn_head}, [], 30, 20),
     "gru": ("CartPole-v1", ["--recurrent-policy"], {"edit": sharpen(100)}, [], 80, 0),
     "multidiscrete": ("tests.toy_envs:MultiDiscreteTarget-v0", [], {"edit": sharpen(100)}, [], 30, 0),
+    # Pendulum's Box is [-2, 2]: a mean of 0.5 is sent as 1, one past 1 as 2.
+    "scaled": ("Pendulum-v1", ["--scale-actions"], {"edit": lambda p: p.dist.fc_mean.weight.mul_(3)},
+               [], 40, 0),
 }
 
 
@@ -201,6 +204,21 @@ def test_halfcheetah_folds_in_the_normalizer_and_the_action_clip(deployed):
     assert (sent.abs() == 1).any() and (sent.abs() < 1).any()  # some actions clipped, some not
     assert run["actions"].dtype == torch.float32 and run["actions"].shape == sent.shape == (40, 6)
     torch.testing.assert_close(run["actions"], sent, rtol=1e-5, atol=1e-6)
+
+
+def test_scaled_actions_are_mapped_onto_the_box_as_the_env_received_them(deployed):
+    run = deployed["scaled"]
+    ckpt = load_policy_checkpoint(run["checkpoint"])
+    with play_envs(argparse.Namespace(env_name="Pendulum-v1", seed=1), ckpt) as envs:
+        policy = build_policy(ckpt, run["checkpoint"], envs)
+    obs = run["normalized"]
+    with torch.inference_mode():
+        _, mean, _, _ = policy.act(obs, torch.zeros(len(obs), 1), run["masks"], True)
+    sent = run["sent"]  # what Pendulum received, from enjoy.py's envs
+    torch.testing.assert_close(sent, 2 * mean.clamp(-1, 1).reshape(sent.shape), rtol=1e-5, atol=1e-6)
+    assert (sent.abs() == 2).any() and ((sent.abs() > 1) & (sent.abs() < 2)).any()
+    torch.testing.assert_close(run["actions"], sent, rtol=1e-5, atol=1e-6)
+    assert run["meta"]["action"] == "(N, A) float32 Gaussian mean, in [-1, 1] mapped onto the action space"
 
 
 def test_pong_takes_the_stacked_uint8_frames(deployed):
