@@ -15,14 +15,14 @@ ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
 
 # Each tuned MuJoCo recipe's settings as SB3's PPO arguments: Tianshou's loss (raw advantages, its
 # value weight 0.25 on the squared error) on SB3's default network for the recipes that follow
-# Tianshou's example (Humanoid's with Tianshou's std in its Box's units).
+# Tianshou's example.
 _TIANSHOU = dict(normalize_advantage=False, vf_coef=0.25, max_grad_norm=0.5,
                  policy_kwargs=dict(log_std_init=-0.5))
 SB3_SETTINGS = {
     "HalfCheetah-v5": dict(_TIANSHOU, policy_kwargs=dict(log_std_init=-0.5, net_arch=dict(
         pi=[256, 256], vf=[256, 256]))),
     "Ant-v5": _TIANSHOU,
-    "Humanoid-v5": dict(_TIANSHOU, policy_kwargs=dict(log_std_init=-1.42)),
+    "Humanoid-v5": _TIANSHOU,
 }
 
 
@@ -135,15 +135,16 @@ def test_fast_trains_a_few_updates_on_the_cpu(tmp_path):
     assert len(lines) == 3 and lines[-1].split(",")[1] == "32"
 
 
-def test_humanoids_std_is_tianshous_in_its_box():
+def test_humanoid_acts_as_tianshous_policy_in_its_box():
     """Tianshou's policy samples with std 0.6 (log-std -0.5) in [-1, 1] and scales the action onto
-    the Box; ours samples in the Box, so Humanoid's recipe starts at 0.6 of its half-range."""
+    the Box, Humanoid's +-0.4 (--scale-actions), on 270 observations (no contact forces)."""
     args = get_args(recipes.recipe("Humanoid-v5", "tuned"))
     env = gym.make("Humanoid-v5", **args.env_kwargs)
     try:
-        half_range = env.action_space.high
-        assert np.allclose(half_range, 0.4) and env.observation_space.shape == (270,)
-        assert np.exp(args.log_std_init) == pytest.approx(np.exp(-0.5) * half_range[0], rel=0.01)
+        assert np.allclose(env.action_space.high, 0.4) and np.allclose(env.action_space.low, -0.4)
+        assert env.observation_space.shape == (270,)
+        assert args.scale_actions and args.log_std_init == -0.5
+        assert args.num_processes * args.num_steps // args.num_mini_batch == 256
     finally:
         env.close()
 
