@@ -111,7 +111,7 @@ TUNED = {
     # Humanoid: Tianshou's example as Ant's, on Ant's kind of observation (Humanoid-v5 without
     # its contact forces), its policy acting in [-1, 1] scaled onto Humanoid's Box of +-0.4 as
     # Tianshou's does, and minibatches of 256: with 64, half the ratios were clipped mid-run.
-    # Chosen on seeds 1-3 over the zoo's tuned PPO and five other candidates (docs/notes.md,
+    # Chosen on seeds 1-3 over the zoo's tuned PPO and seven other candidates (docs/notes.md,
     # "Humanoid-v5: the next candidate").
     "Humanoid-v5": {**_TIANSHOU_MUJOCO_DECAY, "scale_actions": True, "num_mini_batch": 8,
                     "env_kwargs": ["include_cfrc_ext_in_observation=False"]},
