@@ -5,7 +5,7 @@
 ``gail_experts/generate.py`` (recording expert trajectories) all play through ``run_episodes``.
 """
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -76,16 +76,16 @@ def evaluation_row(update: int, env_steps: int, returns: list[float]) -> dict:
 def evaluate(actor_critic: Policy, obs_rms: dict | None, env_name: str, seed: int,
              num_processes: int, eval_log_dir: str, device: torch.device | str,
              num_episodes: int = 10, deterministic: bool = True,
-             env_kwargs: dict | None = None, scale_actions: bool = False) -> list[float]:
+             **options: Any) -> list[float]:
     """Run ``num_episodes`` episodes on fresh envs and return their raw returns.
 
     ``obs_rms`` is the training normalizer's state (``freeze_normalization``), or None for envs
-    without one (images). ``env_kwargs`` go to ``gym.make`` and ``scale_actions`` to
-    ``make_vec_envs``, as in training. Atari episodes are whole games (no episodic life).
+    without one (images). ``options``: ``make_vec_envs``'s keywords the run's envs were built
+    with (``env_kwargs``, ``scale_actions``: ``EnvConfig.options``), as in training. Atari
+    episodes are whole games (no episodic life).
     """
     eval_envs = make_vec_envs(env_name, seed + num_processes, num_processes, None,
-                              eval_log_dir, device, True, env_kwargs=env_kwargs,
-                              episodic_life=False, scale_actions=scale_actions)
+                              eval_log_dir, device, True, episodic_life=False, **options)
     freeze_normalization(eval_envs, obs_rms)
     try:
         episode_returns = run_episodes(actor_critic, eval_envs, num_episodes, deterministic)

@@ -82,6 +82,12 @@ class EnvConfig:
         """``--env-kwargs`` as ``gym.make``'s keywords (a fresh dict)."""
         return dict(self.env_kwargs)
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """What else ``make_vec_envs`` builds every env of the run with, by its keywords; the
+        checkpoint keeps them under the same names (``run.checkpoint.env_options``)."""
+        return {"env_kwargs": self.kwargs, "scale_actions": self.scale_actions}
+
 
 @dataclass(frozen=True)
 class PolicyConfig:

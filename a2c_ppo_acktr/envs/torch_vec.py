@@ -76,11 +76,11 @@ class VecPyTorch(VecEnvWrapper[VecEnv]):
         array = actions.cpu().numpy()  # the step's one wait for the device
         if self._squeeze_actions and array.ndim == 2:
             array = array.reshape(-1)  # (N, 1) long -> (N,)
-        if self._clip is not None and self._scale:  # [-1, 1] -> [low, high]
-            array = scale_action(np.minimum(np.maximum(array, -1.0), 1.0), self._clip)
-        elif self._clip is not None:  # a fresh array: the env may keep it
-            array = np.minimum(np.maximum(array, self._clip.low), self._clip.high)
-        return array
+        if self._clip is None:
+            return array
+        if self._scale:  # [-1, 1] -> [low, high]
+            return scale_action(np.minimum(np.maximum(array, -1.0), 1.0), self._clip)
+        return np.minimum(np.maximum(array, self._clip.low), self._clip.high)  # a fresh array
 
     def _results(self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
                  truncated: np.ndarray, infos: list[dict]) -> TorchStepResult:

@@ -172,10 +172,10 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
             envs = make_vec_envs(env.env_name, env.seed + env_steps, env.num_processes,
                                  cfg.returns.gamma, paths.log_dir, device, False,
                                  vec_env=env.vec_env, monitor_append=bool(resumed),
-                                 env_kwargs=env.kwargs, first_rank=rank * env.num_processes,
+                                 first_rank=rank * env.num_processes,
                                  video_prefix=video_prefix(paths, env_steps)
                                  if cfg.run.capture_video else None,
-                                 env_timeout=env.env_timeout, scale_actions=env.scale_actions)
+                                 env_timeout=env.env_timeout, **env.options)
     except (ValueError, ImportError) as e:  # unknown env id (with suggestions), bad env kwargs,
         raise ConfigError(str(e)) from None  # unsupported observations, no Ray, ...
     try:
@@ -241,6 +241,5 @@ def build_evaluations(cfg: Config, paths: RunPaths, collector: Collector,
     evaluate_fn = functools.partial(evaluate, env_name=cfg.env.env_name, seed=cfg.env.seed,
                                     num_processes=cfg.env.num_processes,
                                     eval_log_dir=paths.eval_dir, device=device,
-                                    env_kwargs=cfg.env.kwargs,
-                                    scale_actions=cfg.env.scale_actions)
+                                    **cfg.env.options)
     return InlineEvaluations(evaluate_fn, lambda: collector.obs_rms)

@@ -127,6 +127,12 @@ def check_checkpoint(ckpt: dict, path: str, env_name: str, obs_shape: Sequence[i
             raise CheckpointError(f"checkpoint {path} is for {key} {got!r}, expected {want!r}")
 
 
+def env_options(ckpt: dict) -> dict[str, Any]:
+    """``make_vec_envs``'s keywords that rebuild the run's envs (``EnvConfig.options``), from its
+    checkpoint; older files lack them: the defaults."""
+    return {"env_kwargs": ckpt.get("env_kwargs"), "scale_actions": bool(ckpt.get("scale_actions"))}
+
+
 def checkpoint_state(cfg: Config, components: Mapping[str, Stateful],
                      envs: Collector | TorchVecEnv, env_steps: int, obs_rms: Optional[dict]) -> dict:
     """Everything needed to rebuild and resume the run, as tensors and plain values: each
@@ -138,8 +144,7 @@ def checkpoint_state(cfg: Config, components: Mapping[str, Stateful],
         "env_steps": env_steps,
         "torch_rng": torch.get_rng_state(),
         "env_name": cfg.env.env_name,
-        "env_kwargs": cfg.env.kwargs,
-        "scale_actions": cfg.env.scale_actions,  # evaluation, enjoy.py and export map them too
+        **cfg.env.options,  # env_kwargs, scale_actions: evaluation and enjoy.py build the same envs
         "algo": cfg.algo.algo,
         "seed": cfg.env.seed,
         "obs_shape": list(space_shape(envs.observation_space)),

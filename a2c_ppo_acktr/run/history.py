@@ -10,6 +10,7 @@ from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.run.checkpoint import (
     CheckpointError,
     build_policy,
+    env_options,
     history,
     load_policy_checkpoint,
 )
@@ -37,8 +38,7 @@ def evaluate_checkpoint(path: str, num_episodes: int = 10, seed: int = 1000) -> 
     ckpt = load_policy_checkpoint(path)
     with tempfile.TemporaryDirectory() as log_dir:  # the Monitor's raw returns
         envs = make_vec_envs(ckpt["env_name"], seed, num_episodes, None, log_dir, "cpu",
-                             True, env_kwargs=ckpt.get("env_kwargs"), episodic_life=False,
-                             scale_actions=bool(ckpt.get("scale_actions")))
+                             True, episodic_life=False, **env_options(ckpt))
         try:
             return run_episodes(build_policy(ckpt, path, envs), envs, num_episodes,
                                 first_per_env=True)

@@ -50,8 +50,7 @@ def play_envs(args: argparse.Namespace, ckpt: dict,
         try:
             envs = make_vec_envs(args.env_name, args.seed + 1000, 1, None, log_dir, "cpu", False,
                                  vec_env="dummy", render_mode=render_mode,
-                                 env_kwargs=ckpt.get("env_kwargs"),  # older files lack them
-                                 scale_actions=bool(ckpt.get("scale_actions")))
+                                 **checkpoint.env_options(ckpt))
         except (ValueError, gym.error.DependencyNotInstalled) as e:
             raise ConfigError(str(e)) from None
         try:

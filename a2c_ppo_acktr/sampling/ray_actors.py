@@ -123,9 +123,8 @@ class RolloutWorker:
         torch.manual_seed(torch_seed)
         self.envs = envs = make_vec_envs(env.env_name, seed, env.num_processes, self.cfg.gamma,
                                          log_dir, "cpu", False, vec_env=env.vec_env,
-                                         monitor_append=monitor_append, env_kwargs=env.kwargs,
-                                         first_rank=self.index * env.num_processes,
-                                         scale_actions=env.scale_actions)
+                                         monitor_append=monitor_append,
+                                         first_rank=self.index * env.num_processes, **env.options)
         space = envs.observation_space
         self.policy = make_policy(space_shape(space), envs.action_space,
                                   policy_kwargs(self.cfg.policy))
@@ -220,5 +219,5 @@ class Evaluator:
         self.policy.load_state_dict(snapshot["weights"])
         returns = evaluate(self.policy, snapshot["obs_rms"], self.env.env_name, self.env.seed,
                            self.env.num_processes, self.eval_log_dir, "cpu",
-                           env_kwargs=self.env.kwargs, scale_actions=self.env.scale_actions)
+                           **self.env.options)
         return evaluation_row(update, env_steps, returns)
