@@ -32,7 +32,7 @@ from gymnasium import spaces
 from a2c_ppo_acktr.envs import Normalizer, get_vec_normalize
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError, Error
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.run.checkpoint import build_policy, load_policy_checkpoint
+from a2c_ppo_acktr.run.checkpoint import build_policy, env_options, load_policy_checkpoint
 from a2c_ppo_acktr.run.playback import play_envs
 from a2c_ppo_acktr.utils import save_atomic, space_shape
 
@@ -189,7 +189,7 @@ def export_policy(path: str, out: str | None = None, fmt: str = "pt2") -> tuple[
     with play_envs(argparse.Namespace(env_name=ckpt["env_name"], seed=0), ckpt) as envs:
         policy = build_policy(ckpt, path, envs)
         module = DeployedPolicy(policy, get_vec_normalize(envs), envs.action_space,
-                                bool(ckpt.get("scale_actions"))).eval()
+                                env_options(ckpt)["scale_actions"]).eval()
         module.requires_grad_(False)  # no autograd graph behind the outputs where it is loaded
         obs_space, hidden_size = envs.observation_space, policy.recurrent_hidden_state_size
         info = describe(ckpt, module, obs_space, envs.action_space, hidden_size)
