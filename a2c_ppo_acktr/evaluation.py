@@ -4,6 +4,9 @@
 ``evaluate`` (training's evaluation), ``enjoy.py`` (watching, recording videos) and
 ``gail_experts/generate.py`` (recording expert trajectories) all play through ``run_episodes``.
 """
+import json
+import os
+import tempfile
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -13,6 +16,7 @@ import torch
 from a2c_ppo_acktr.envs import TorchVecEnv, VecEnvWrapper, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.torch_vec import to_device
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.utils import save_atomic
 
 # on_step(action, reward, infos): after the reset (None, None, []) and after every step.
 OnStep = Callable[[torch.Tensor | None, torch.Tensor | None, list[dict]], None]
@@ -94,6 +98,40 @@ def evaluate(actor_critic: Policy, obs_rms: dict | None, env_name: str, seed: in
     print(f" Evaluation using {len(episode_returns)} episodes: mean reward "
           f"{np.mean(episode_returns):.5f}")
     return episode_returns
+
+
+FINAL_EVAL_FILE = "final_eval.json"  # in the run's log dir: compare.py --metric final-det
+FINAL_EVAL_SEED = 10_000  # its envs' seeds start here, above the training and evaluation envs'
+
+
+def final_evaluation(actor_critic: Policy, obs_rms: dict | None, env_steps: int,
+                     num_episodes: int, log_dir: str, env_name: str, seed: int,
+                     device: torch.device | str, **options: Any) -> dict:
+    """The run's final evaluation, as the zoo reports one: ``num_episodes`` episodes played
+    deterministically with the training normalizer frozen, one on each of as many fresh envs (so
+    short episodes are not favoured), raw returns; written to ``<log_dir>/final_eval.json``
+    atomically and returned. ``options``: ``make_vec_envs``'s keywords of the run's envs."""
+    with tempfile.TemporaryDirectory() as monitors:  # its returns are the file's, below
+        envs = make_vec_envs(env_name, seed + FINAL_EVAL_SEED, num_episodes, None, monitors,
+                             device, True, episodic_life=False, **options)
+        freeze_normalization(envs, obs_rms)
+        try:
+            returns = run_episodes(actor_critic, envs, num_episodes, True, first_per_env=True)
+        finally:
+            envs.close()
+    return write_final_eval(log_dir, env_steps, returns, seed + FINAL_EVAL_SEED)
+
+
+def write_final_eval(log_dir: str, env_steps: int, returns: list[float], first_seed: int) -> dict:
+    """``<log_dir>/final_eval.json`` (atomic), the deterministic ``returns`` of one episode on
+    each env seeded from ``first_seed`` after ``env_steps``; -> its dict."""
+    result = {**evaluation_row(-1, env_steps, returns), "returns": [float(r) for r in returns],
+              "deterministic": True, "normalization": "frozen",
+              "env_seeds": [first_seed, first_seed + len(returns) - 1]}
+    del result["update"]
+    save_atomic(result, os.path.join(log_dir, FINAL_EVAL_FILE),
+                save=lambda obj, f: f.write(json.dumps(obj, indent=1).encode()))
+    return result
 
 
 class Evaluations(Protocol):
