@@ -81,18 +81,22 @@ def evaluate(actor_critic: Policy, obs_rms: dict | None, env_name: str, seed: in
              num_processes: int, eval_log_dir: str, device: torch.device | str,
              num_episodes: int = 10, deterministic: bool = True,
              **options: Any) -> list[float]:
-    """Run ``num_episodes`` episodes on fresh envs and return their raw returns.
+    """Run ``num_episodes`` episodes, one on each of as many fresh envs (seeded from ``seed +
+    num_processes``, after the training envs), and return their raw returns.
 
-    ``obs_rms`` is the training normalizer's state (``freeze_normalization``), or None for envs
-    without one (images). ``options``: ``make_vec_envs``'s keywords the run's envs were built
-    with (``env_kwargs``, ``scale_actions``: ``EnvConfig.options``), as in training. Atari
-    episodes are whole games (no episodic life).
+    One episode per env, not the first ``num_episodes`` to end on ``num_processes`` envs (the
+    original's): those favour short episodes, a falling Hopper's. ``obs_rms`` is the training
+    normalizer's state (``freeze_normalization``), or None for envs without one (images).
+    ``options``: ``make_vec_envs``'s keywords the run's envs were built with (``env_kwargs``,
+    ``scale_actions``: ``EnvConfig.options``), as in training. Atari episodes are whole games (no
+    episodic life).
     """
-    eval_envs = make_vec_envs(env_name, seed + num_processes, num_processes, None,
+    eval_envs = make_vec_envs(env_name, seed + num_processes, num_episodes, None,
                               eval_log_dir, device, True, episodic_life=False, **options)
     freeze_normalization(eval_envs, obs_rms)
     try:
-        episode_returns = run_episodes(actor_critic, eval_envs, num_episodes, deterministic)
+        episode_returns = run_episodes(actor_critic, eval_envs, num_episodes, deterministic,
+                                       first_per_env=True)
     finally:
         eval_envs.close()
     print(f" Evaluation using {len(episode_returns)} episodes: mean reward "
@@ -107,18 +111,13 @@ FINAL_EVAL_SEED = 10_000  # its envs' seeds start here, above the training and e
 def final_evaluation(actor_critic: Policy, obs_rms: dict | None, env_steps: int,
                      num_episodes: int, log_dir: str, env_name: str, seed: int,
                      device: torch.device | str, **options: Any) -> dict:
-    """The run's final evaluation, as the zoo reports one: ``num_episodes`` episodes played
-    deterministically with the training normalizer frozen, one on each of as many fresh envs (so
-    short episodes are not favoured), raw returns; written to ``<log_dir>/final_eval.json``
-    atomically and returned. ``options``: ``make_vec_envs``'s keywords of the run's envs."""
-    with tempfile.TemporaryDirectory() as monitors:  # its returns are the file's, below
-        envs = make_vec_envs(env_name, seed + FINAL_EVAL_SEED, num_episodes, None, monitors,
-                             device, True, episodic_life=False, **options)
-        freeze_normalization(envs, obs_rms)
-        try:
-            returns = run_episodes(actor_critic, envs, num_episodes, True, first_per_env=True)
-        finally:
-            envs.close()
+    """The run's final evaluation, as the zoo reports one: ``evaluate``'s deterministic episodes
+    on envs seeded from ``seed + FINAL_EVAL_SEED``, written to ``<log_dir>/final_eval.json``
+    atomically and returned (their monitor files are not kept). ``options``: ``make_vec_envs``'s
+    keywords of the run's envs."""
+    with tempfile.TemporaryDirectory() as monitors:
+        returns = evaluate(actor_critic, obs_rms, env_name, seed + FINAL_EVAL_SEED, 0, monitors,
+                           device, num_episodes, **options)
     return write_final_eval(log_dir, env_steps, returns, seed + FINAL_EVAL_SEED)
 
 
