@@ -69,11 +69,10 @@ def build_parser() -> Parser:
 
 def zoo_entry(algo: str, env_name: str) -> tuple[str, dict, str]:
     """The zoo's yml entry for ``env_name`` (or its -v4): (entry id, its values, a note)."""
-    from rl_zoo3.exp_manager import ExperimentManager  # noqa: F401 (checked importable)
+    import rl_zoo3
     import yaml
 
-    path = os.path.join(os.path.dirname(sys.modules["rl_zoo3"].__file__ or ""), "hyperparams",
-                        f"{algo}.yml")
+    path = os.path.join(os.path.dirname(rl_zoo3.__file__ or ""), "hyperparams", f"{algo}.yml")
     with open(path) as f:
         table = yaml.safe_load(f)
     older = re.sub(r"-v\d+$", "-v4", env_name)

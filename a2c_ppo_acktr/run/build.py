@@ -255,4 +255,4 @@ def build_final_evaluation(cfg: Config, paths: RunPaths, collector: Collector,
     play = functools.partial(final_evaluation, num_episodes=episodes, log_dir=paths.log_dir,
                              env_name=cfg.env.env_name, seed=cfg.env.seed, device=device,
                              **cfg.env.options)
-    return lambda policy, env_steps: play(policy, collector.obs_rms, env_steps)
+    return lambda policy, env_steps: play(policy, obs_rms=collector.obs_rms, env_steps=env_steps)
