@@ -252,7 +252,8 @@ def build_final_evaluation(cfg: Config, paths: RunPaths, collector: Collector,
     episodes = cfg.run.final_eval_episodes
     if not episodes:
         return None
-    play = functools.partial(final_evaluation, num_episodes=episodes, log_dir=paths.log_dir,
-                             env_name=cfg.env.env_name, seed=cfg.env.seed, device=device,
-                             **cfg.env.options)
-    return lambda policy, env_steps: play(policy, obs_rms=collector.obs_rms, env_steps=env_steps)
+
+    def final(policy: Policy, env_steps: int) -> dict:
+        return final_evaluation(policy, collector.obs_rms, env_steps, episodes, paths.log_dir,
+                                cfg.env.env_name, cfg.env.seed, device, **cfg.env.options)
+    return final
