@@ -25,7 +25,9 @@ class Agent(Stateful, Protocol):
 
     Per update the loop calls ``adjust_lr(env_steps)`` (the agent's own schedule, if any), then
     ``update(rollouts)`` on a storage whose returns are computed; every statistic it returns is a
-    column of progress.csv and a TensorBoard scalar. ``optimizer``'s lr is logged too.
+    column of progress.csv and a TensorBoard scalar. One named ``..._loss`` that is not finite
+    stops the run (``run/life.is_loss``); any other is logged as it is, NaN as NaN.
+    ``optimizer``'s lr is logged too.
     """
 
     optimizer: torch.optim.Optimizer
