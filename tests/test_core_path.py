@@ -4,6 +4,10 @@ applied from speed/). The files are listed here, not read from docs/design.md: a
 figures are never pinned."""
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
+
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILES, MAX_LINES = 8, 1800
 CORE_PATH = ["main.py", "a2c_ppo_acktr/rollout.py", "a2c_ppo_acktr/model.py",

@@ -11,6 +11,8 @@ from gymnasium import spaces
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import CNNBase, MLPBase, Policy, make_policy, policy_kwargs
 
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
+
 SPACES = {
     "discrete": (spaces.Discrete(3), (1,), torch.long),
     "box": (spaces.Box(-1, 1, (2,), np.float32), (2,), torch.float32),

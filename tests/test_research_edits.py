@@ -22,7 +22,7 @@ from a2c_ppo_acktr.run import build
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint
 from a2c_ppo_acktr.storage import RolloutStorage
 
-pytestmark = pytest.mark.slow  # runs of main.main
+pytestmark = [pytest.mark.slow, pytest.mark.research]  # runs of main.main
 
 ARGV = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "4", "--num-steps", "32",
         "--num-mini-batch", "2", "--ppo-epoch", "2", "--use-gae", "--log-interval", "1",

@@ -22,7 +22,7 @@ from a2c_ppo_acktr.sampling.ddp import DDPCollector
 TINY = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "4",
         "--vec-env", "dummy", "--num-mini-batch", "2"]
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.research]
 
 
 @pytest.mark.parametrize("algo, cls, optimizer", [

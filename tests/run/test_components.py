@@ -15,7 +15,7 @@ from a2c_ppo_acktr.run.checkpoint import load_checkpoint
 from a2c_ppo_acktr.storage import RolloutStorage
 from tests.run.test_resume import CARTPOLE, assert_same_run, train
 
-pytestmark = pytest.mark.slow  # runs of main.main
+pytestmark = [pytest.mark.slow, pytest.mark.research]  # runs of main.main
 
 
 class RewardPredictor:

@@ -20,6 +20,8 @@ from a2c_ppo_acktr.run import build, checks, flag_table
 from a2c_ppo_acktr.run.arguments import build_parser, get_args, get_config
 from a2c_ppo_acktr.run.config import may_change, not_saved
 
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
+
 
 def test_the_flag_table_is_made_from_the_declarations_when_asked_for(capsys):
     """No committed copy to keep in step: the command prints it, and --help names the command."""

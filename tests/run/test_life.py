@@ -6,6 +6,7 @@ import os
 import signal
 import types
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -14,6 +15,8 @@ from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.run.checkpoint import RunPaths, history_path
 from a2c_ppo_acktr.run.interrupt import StopRequest
 from a2c_ppo_acktr.run.life import Run
+
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
 
 LOSSES = {"value_loss": 0.5, "action_loss": -0.1, "entropy": 0.6}
 POLICY = nn.Linear(2, 1)  # what the gradient check reads
