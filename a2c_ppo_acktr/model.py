@@ -45,7 +45,22 @@ def make_policy(obs_shape: Sequence[int], action_space: gym.Space, kwargs: dict,
     if unknown:
         raise ConfigError(f"policy settings this version does not know ({', '.join(unknown)}); "
                           "update a2c_ppo_acktr to load them")
+    base = kwargs.get("base") or default_base(obs_shape)
+    taken = inspect.signature(base).parameters  # a flag of one base (MLPBase's) given to another
+    others = sorted(set(kwargs.get("base_kwargs") or {}) - set(taken))
+    if others and not any(p.kind is p.VAR_KEYWORD for p in taken.values()):
+        raise ConfigError(f"{', '.join('--' + n.replace('_', '-') for n in others)}: not taken by "
+                          f"{base.__name__}, the base for observations of shape {tuple(obs_shape)}")
     return Policy(obs_shape, action_space, **kwargs).to(device)
+
+
+def default_base(obs_shape: Sequence[int]) -> "Callable[..., NNBase]":
+    """The base ``Policy`` builds on ``obs_shape``: ``CNNBase`` for images (C, H, W),
+    ``MLPBase`` for vectors."""
+    if len(obs_shape) in (1, 3):
+        return CNNBase if len(obs_shape) == 3 else MLPBase
+    raise ConfigError(f"observation shape {tuple(obs_shape)} is not supported: expected a "
+                      "vector (D,) or an image (C, H, W)")
 
 
 class Policy(nn.Module):
@@ -76,17 +91,7 @@ class Policy(nn.Module):
         if init == "default" and action_mean_gain != 1.0:
             raise ConfigError("an action mean gain applies to the orthogonal init, not to "
                              "init='default'")
-        base_kwargs = base_kwargs or {}
-        if base is None:
-            if len(obs_shape) == 3:
-                base = CNNBase
-            elif len(obs_shape) == 1:
-                base = MLPBase
-            else:
-                raise ConfigError(
-                    f"observation shape {tuple(obs_shape)} is not supported: "
-                    "expected a vector (D,) or an image (C, H, W)")
-        self.base = base(obs_shape[0], **base_kwargs)
+        self.base = (base or default_base(obs_shape))(obs_shape[0], **(base_kwargs or {}))
 
         self.dist: Categorical | DiagGaussian | Bernoulli | MultiCategorical
         if isinstance(action_space, spaces.Discrete):

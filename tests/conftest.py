@@ -1,9 +1,21 @@
 """Shared fixtures. The package is installed (``pip install -e .``); ``main``, ``enjoy`` and
 ``gail_experts`` are imported from the repository root, pytest's rootdir."""
 import contextlib
+from pathlib import Path
 
 import pytest
 import torch
+
+RESEARCH_MARK = "pytest.mark.research"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m research`` imports only the test modules that hold a research test (their text
+    names the mark): the others' imports (Ray, the scripts) would take most of its seconds."""
+    if (config.option.markexpr == "research" and collection_path.suffix == ".py"
+            and collection_path.name.startswith("test_")):
+        return RESEARCH_MARK not in collection_path.read_text()
+    return None
 
 
 @contextlib.contextmanager

@@ -5,6 +5,8 @@ import torch.distributions as D
 
 from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
+
 
 @pytest.fixture(autouse=True)
 def seed():

@@ -11,6 +11,8 @@ from gymnasium import spaces
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import CNNBase, MLPBase, Policy, make_policy, policy_kwargs
 
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
+
 SPACES = {
     "discrete": (spaces.Discrete(3), (1,), torch.long),
     "box": (spaces.Box(-1, 1, (2,), np.float32), (2,), torch.float32),
@@ -197,3 +199,23 @@ def test_make_policy_builds_what_the_kwargs_say_and_refuses_unknown_ones():
     with pytest.raises(ConfigError, match=r"policy settings this version does not know "
                                           r"\(action_noise, base_depth\)"):
         make_policy((5,), spaces.Discrete(2), {**kwargs, "base_depth": 3, "action_noise": 0.1})
+
+
+class DropoutMLPBase(MLPBase):
+    """A researcher's MLP setting (``dropout``), as its flag would give it in ``base_kwargs``."""
+
+    def __init__(self, num_inputs: int, dropout: float = 0.0, **kwargs) -> None:
+        super().__init__(num_inputs, **kwargs)
+        self.dropout = dropout
+
+
+def test_a_setting_of_one_base_given_to_another_is_one_line_naming_flag_and_base(monkeypatch):
+    import a2c_ppo_acktr.model as model
+
+    monkeypatch.setattr(model, "MLPBase", DropoutMLPBase)
+    kwargs = {"base_kwargs": {"recurrent": False, "dropout": 0.1, "hidden_size": 32}}
+    assert make_policy((4,), spaces.Discrete(2), kwargs).base.dropout == 0.1  # the MLP takes it
+    with pytest.raises(ConfigError) as e:  # the CNN, on images, does not: no TypeError
+        make_policy((4, 84, 84), spaces.Discrete(2), kwargs)
+    assert str(e.value) == ("--dropout: not taken by CNNBase, the base for observations of shape "
+                            "(4, 84, 84)")

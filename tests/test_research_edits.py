@@ -22,7 +22,7 @@ from a2c_ppo_acktr.run import build
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint
 from a2c_ppo_acktr.storage import RolloutStorage
 
-pytestmark = pytest.mark.slow  # runs of main.main
+pytestmark = [pytest.mark.slow, pytest.mark.research]  # runs of main.main
 
 ARGV = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "4", "--num-steps", "32",
         "--num-mini-batch", "2", "--ppo-epoch", "2", "--use-gae", "--log-interval", "1",
@@ -136,31 +136,47 @@ def test_an_optimizer_is_any_torch_optim_one(monkeypatch, tmp_path, plain):
     assert float(rows[-1]["lr"]) == 0.01
 
 
-def test_an_intrinsic_reward_is_a_reward_model(monkeypatch, tmp_path):
-    class Novelty:
-        """Count-based bonus on the pole's angle, binned: 1 / sqrt(visits)."""
+# An intrinsic reward: its flag in config/models.py's ModelsConfig, its entry in build.REWARD_MODELS.
+@dataclasses.dataclass(frozen=True)
+class WithNovelty(config.ModelsConfig):
+    novelty_coef: float = flag(0.0, "a count-based novelty bonus's weight (default: 0, none)",
+                               takes=NON_NEGATIVE)
 
-        def __init__(self) -> None:
-            self.counts = torch.zeros(20)
 
-        def __call__(self, rollouts: RolloutStorage, update: int) -> dict[str, float]:
-            bins = ((rollouts.obs[1:, :, 2] + 0.21) / 0.42 * 20).long().clamp(0, 19)
-            self.counts += torch.bincount(bins.flatten(), minlength=20)
-            bonus = 0.1 / self.counts[bins].sqrt()
-            rollouts.rewards += bonus.unsqueeze(-1)
-            return {"novelty": bonus.mean().item()}
+class Novelty:
+    """Count-based bonus on the pole's angle, binned: ``coef`` / sqrt(visits)."""
 
-        def state_dict(self) -> dict:
-            return {"counts": self.counts.clone()}
+    def __init__(self, coef: float) -> None:
+        self.coef, self.counts = coef, torch.zeros(20)
 
-        def load_state_dict(self, state: dict) -> None:
-            self.counts = state["counts"].clone()
-    original = build.make_reward_models
-    monkeypatch.setattr(build, "make_reward_models", lambda cfg, envs, device: {
-        **original(cfg, envs, device), "novelty": Novelty()})
-    rows, ckpt = train(tmp_path)
+    def __call__(self, rollouts: RolloutStorage, update: int) -> dict[str, float]:
+        bins = ((rollouts.obs[1:, :, 2] + 0.21) / 0.42 * 20).long().clamp(0, 19)
+        self.counts += torch.bincount(bins.flatten(), minlength=20)
+        bonus = self.coef / self.counts[bins].sqrt()
+        rollouts.rewards += bonus.unsqueeze(-1)
+        return {"novelty": bonus.mean().item()}
+
+    def state_dict(self) -> dict:
+        return {"counts": self.counts.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.counts = state["counts"].clone()
+
+
+def novelty(cfg: config.Config, envs, device) -> Novelty | None:
+    """The registry's entry: the model where its flag asks for one."""
+    return Novelty(cfg.models.novelty_coef) if cfg.models.novelty_coef else None
+
+
+def test_an_intrinsic_reward_is_one_entry_of_the_reward_models(monkeypatch, tmp_path):
+    monkeypatch.setitem(config.PARTS, "models", WithNovelty)
+    monkeypatch.setitem(build.REWARD_MODELS, "novelty", novelty)
+    rows, ckpt = train(tmp_path / "plain")
+    assert "novelty" not in rows[0] and "novelty" not in ckpt  # off by default: no model
+    rows, ckpt = train(tmp_path / "on", "--novelty-coef", "0.1")
     assert all(float(row["novelty"]) > 0 for row in rows)
     assert ckpt["novelty"]["counts"].sum() == 4 * 32 * 4  # every step counted, and saved
+    assert ckpt["config"]["flags"]["novelty_coef"] == 0.1
 
 
 class FlippedReward(gym.RewardWrapper):

@@ -16,7 +16,7 @@ ENV_KWARGS = {"max_episode_steps": 12}
 FIELDS = ("obs", "recurrent_hidden_states", "actions", "action_log_probs", "value_preds",
           "rewards", "masks", "bad_masks", "bootstrap_values")
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.research]
 
 
 def test_episode_masks_match_a_per_env_reference():

@@ -17,6 +17,8 @@ from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.run.checkpoint import RunPaths
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
 
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
+
 T, N, OBS = 16, 4, 3
 
 

@@ -9,6 +9,8 @@ from gymnasium import spaces
 
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
 
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
+
 T, N = 9, 4
 GAMMA, LAM = 0.97, 0.9
 

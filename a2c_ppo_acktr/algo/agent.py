@@ -25,7 +25,9 @@ class Agent(Stateful, Protocol):
 
     Per update the loop calls ``adjust_lr(env_steps)`` (the agent's own schedule, if any), then
     ``update(rollouts)`` on a storage whose returns are computed; every statistic it returns is a
-    column of progress.csv and a TensorBoard scalar. ``optimizer``'s lr is logged too.
+    column of progress.csv and a TensorBoard scalar. One named ``..._loss`` that is not finite
+    stops the run (``run/life.is_loss``); any other is logged as it is, NaN as NaN.
+    ``optimizer``'s lr is logged too.
     """
 
     optimizer: torch.optim.Optimizer
@@ -43,7 +45,9 @@ class RewardModel(Stateful, Protocol):
     """A reward the run computes itself (GAIL's discriminator, an intrinsic reward): called on each
     rollout after the bootstrap and before the returns, it may rewrite or add to
     ``rollouts.rewards``; -> its statistics by name (progress.csv's columns). Its state is saved
-    and restored with the run's (``run/build.py``'s ``make_reward_models``)."""
+    and restored with the run's. Each is an entry of ``run/build.py``'s ``REWARD_MODELS``, its
+    flags in ``config/models.py``; an auxiliary model that learns from the rollout without
+    touching the rewards is one too."""
 
     def __call__(self, rollouts: RolloutStorage, update: int) -> dict[str, float]: ...
 

@@ -5,7 +5,7 @@ as ``WorkerConfig``, small and picklable.
 
 Each field of a part that is a flag is that flag's one declaration (``flag.flag``): the parser,
 the checks, the resume rules and docs/details.md's table derive from it (docs/design.md, "Flags:
-declared once"). One module per part or two (``algo``, ``env``, ``run``), as together they pass
+declared once"). One module per part or two (``algo``, ``env``, ``models``, ``run``), as together they pass
 300 lines. This package imports nothing of the rest but ``errors``: every layer may import it.
 """
 import functools
@@ -17,13 +17,14 @@ from typing import Any, Optional
 from a2c_ppo_acktr.config.algo import AlgoConfig, ReturnsConfig
 from a2c_ppo_acktr.config.env import EnvConfig, Pairs, PolicyConfig, SamplingConfig
 from a2c_ppo_acktr.config.flag import Flag, declared
+from a2c_ppo_acktr.config.models import ModelsConfig
 from a2c_ppo_acktr.config.run import GailConfig, RunConfig
 
 # Config's parts by its field names: where the flags are declared (a test may put a part with
 # one more flag in its place).
 PARTS: dict[str, type] = {"algo": AlgoConfig, "returns": ReturnsConfig, "env": EnvConfig,
                           "policy": PolicyConfig, "sampling": SamplingConfig, "gail": GailConfig,
-                          "run": RunConfig}
+                          "models": ModelsConfig, "run": RunConfig}
 
 
 def declarations() -> tuple[Flag, ...]:
@@ -58,6 +59,7 @@ class Config:
     policy: PolicyConfig
     sampling: SamplingConfig
     gail: Optional[GailConfig]
+    models: ModelsConfig  # the run's auxiliary and reward models' flags (run.build.REWARD_MODELS)
     run: RunConfig
     notes: tuple[str, ...] = ()     # lines the run's log starts with (recipe, resumed changes)
     warnings: tuple[str, ...] = ()  # settings that run, but not as one might expect
@@ -99,6 +101,6 @@ def make_config(values: Mapping[str, Any], notes: tuple[str, ...] = (),
                   record_json=json.dumps(record or {}))
 
 
-__all__ = ["AlgoConfig", "Config", "EnvConfig", "GailConfig", "Pairs", "PolicyConfig",
+__all__ = ["AlgoConfig", "Config", "EnvConfig", "GailConfig", "ModelsConfig", "Pairs", "PolicyConfig",
            "ReturnsConfig", "RunConfig", "SamplingConfig", "WorkerConfig", "declarations",
            "make_config", "make_part"]

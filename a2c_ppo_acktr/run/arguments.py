@@ -1,6 +1,7 @@
 """The command line of ``main.py``: the original's flags, names and defaults, plus new ones,
 built from their declarations in the config parts (a2c_ppo_acktr/config/: ``python main.py
---help`` lists them all; docs/details.md's table says where each goes and when it applies)."""
+--help`` lists them all; ``python -m a2c_ppo_acktr.run.flag_table`` prints a table of where each
+goes and when it applies)."""
 import argparse
 import os
 import sys
@@ -11,6 +12,7 @@ import torch
 from a2c_ppo_acktr.config import Config, declarations, make_config
 from a2c_ppo_acktr.config.env import parse_env_kwargs
 from a2c_ppo_acktr.errors import Error, program
+from a2c_ppo_acktr.run import flag_table
 from a2c_ppo_acktr.run.checks import check_outputs, check_precision, check_together
 from a2c_ppo_acktr.run.config import resolve, whole_updates
 
@@ -29,7 +31,9 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> Parser:
     """main.py's parser: one option per declared flag, in --help's order and groups."""
-    p = Parser(description="A2C, PPO, ACKTR and GAIL for gymnasium environments")
+    p = Parser(description="A2C, PPO, ACKTR and GAIL for gymnasium environments",
+               epilog=f"Each flag's config part, algorithms and rule on --resume, as a table: "
+                      f"{flag_table.COMMAND}")
     groups: dict[str, Any] = {}
     for spec in declarations():
         if spec.group is not None and spec.group not in groups:

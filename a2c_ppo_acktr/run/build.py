@@ -4,7 +4,7 @@ Bad input raises a ``ConfigError`` or ``CheckpointError`` with one line, the env
 
 What the checkpoint saves of a run is its components (``run_components``): each one's
 ``state_dict`` under its name, loaded back by ``restore``. A reward model is added in
-``make_reward_models``: the loop then calls it and the checkpoint keeps its state."""
+``REWARD_MODELS``: the loop then calls it and the checkpoint keeps its state."""
 import functools
 import inspect
 import os
@@ -48,9 +48,10 @@ AGENTS: dict[str, Callable[..., algo.Agent]] = {"a2c": algo.A2C_ACKTR, "ppo": al
 
 
 def agent_settings(cfg: AlgoConfig, agent: Callable[..., algo.Agent]) -> dict:
-    """The fields (and properties) of ``cfg`` that ``agent.__init__`` takes, by their names (and
-    its bases' where it passes ``**kwargs`` on): a flag declared in ``AlgoConfig`` and taken by
-    the agent's ``__init__`` under its name reaches it without this module naming it."""
+    """What ``make_agent`` passes ``agent``: each field (or property) of ``cfg`` whose name is a
+    parameter of ``agent.__init__`` (or of its bases', where it passes ``**kwargs`` on), under
+    that name. PPO, for one: ``clip_param=cfg.clip_param, ppo_epoch=cfg.ppo_epoch, ...``
+    (tests/run/test_build.py lists each agent's)."""
     taken: set[str] = set()
     for cls in inspect.getmro(agent) if isinstance(agent, type) else ():
         if "__init__" not in vars(cls):
@@ -65,11 +66,17 @@ def agent_settings(cfg: AlgoConfig, agent: Callable[..., algo.Agent]) -> dict:
 
 def make_agent(cfg: AlgoConfig, actor_critic: Policy,
                generator: Optional[torch.Generator] = None) -> algo.Agent:
-    """The ``--algo`` agent on ``actor_critic`` with its settings from ``cfg``
-    (``agent_settings``), drawing its random numbers (PPO's minibatches, ACKTR's sampled Fisher)
-    from ``generator`` (None: torch's global one)."""
+    """The ``--algo`` agent on ``actor_critic``, drawing its random numbers (PPO's minibatches,
+    ACKTR's sampled Fisher) from ``generator`` (None: torch's global one).
+
+    How flags reach it: by name. ``AGENTS[cfg.algo](actor_critic, **agent_settings(cfg, agent))``
+    is ``PPO(actor_critic, clip_param=cfg.clip_param, ppo_epoch=cfg.ppo_epoch, ...)``: each
+    parameter of the agent's ``__init__`` that is a field of ``AlgoConfig`` gets that field. A flag
+    ``kl_coef`` declared in config/algo.py reaches ``PPO.__init__(..., kl_coef=...)`` with no
+    line here; a parameter with no such field keeps its default."""
     agent = AGENTS[cfg.algo]
-    return agent(actor_critic, **agent_settings(cfg, agent), generator=generator)
+    settings = agent_settings(cfg, agent)  # {"clip_param": 0.2, "ppo_epoch": 4, ...}
+    return agent(actor_critic, **settings, generator=generator)
 
 
 def learner_generator(cfg: Config, env_steps: int, device: torch.device
@@ -108,16 +115,28 @@ def make_gail(cfg: GailConfig, env_name: str, gamma: float, envs: RunEnvs, devic
                            cfg.warmup_epoch, cfg.epoch)
 
 
+def gail_reward(cfg: Config, envs: RunEnvs, device: torch.device) -> Optional[gail.GailReward]:
+    """``--gail``'s reward model (``make_gail``); None without ``--gail``."""
+    if cfg.gail is None:
+        return None
+    return make_gail(cfg.gail, cfg.env.env_name, cfg.returns.gamma, envs, device)
+
+
+# The run's reward and auxiliary models by name, beside AGENTS: each entry makes its model from the
+# whole Config (its flags: cfg.models, config/models.py), or None where this run has none. An
+# intrinsic reward is one more entry; the loop calls each model the run has on every rollout, in
+# this order, between the bootstrap and the returns, logs what it returns, and the checkpoint
+# keeps its state under its name.
+ModelMaker = Callable[[Config, RunEnvs, torch.device], Optional[RewardModel]]
+REWARD_MODELS: dict[str, ModelMaker] = {"gail": gail_reward}
+
+
 def make_reward_models(cfg: Config, envs: RunEnvs, device: torch.device
                        ) -> dict[str, RewardModel]:
-    """The run's reward models by name (``algo.agent.RewardModel``): the place to add one (an
-    intrinsic reward). The loop calls each on every rollout, in this order, between the bootstrap
-    and the returns, and logs what it returns; the checkpoint keeps its ``state_dict`` under its
-    name."""
-    models: dict[str, RewardModel] = {}
-    if cfg.gail is not None:
-        models["gail"] = make_gail(cfg.gail, cfg.env.env_name, cfg.returns.gamma, envs, device)
-    return models
+    """The run's reward models by name (``algo.agent.RewardModel``): those ``REWARD_MODELS``
+    makes for ``cfg``."""
+    made = ((name, make(cfg, envs, device)) for name, make in REWARD_MODELS.items())
+    return {name: model for name, model in made if model is not None}
 
 
 def run_components(actor_critic: Policy, agent: algo.Agent,

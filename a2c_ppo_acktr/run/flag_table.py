@@ -1,16 +1,14 @@
-"""docs/details.md's table of main.py's flags, made from their declarations (a2c_ppo_acktr/
-config/): ``python -m a2c_ppo_acktr.run.flag_table`` writes it between the file's markers;
-tests/run/test_flags.py checks that the committed table is the one the declarations give."""
+"""The table of main.py's flags, made from their declarations (a2c_ppo_acktr/config/) when asked
+for, never committed: ``python -m a2c_ppo_acktr.run.flag_table`` prints it (Markdown), and
+``python main.py --help`` names that command below its options. Each row: the flag, its default,
+its config part, the algorithms that use it, what a resume does with it, and its --help text."""
 import json
-import os
 import sys
 
 from a2c_ppo_acktr.config import declarations
 from a2c_ppo_acktr.config.flag import Flag
 
-START, END = "<!-- flag table: start -->", "<!-- flag table: end -->"
-DETAILS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))), "docs", "details.md")
+COMMAND = "python -m a2c_ppo_acktr.run.flag_table"
 
 
 def _cell(text: str) -> str:
@@ -44,14 +42,12 @@ def table() -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Write the table into docs/details.md (or the file given), between its markers."""
-    path = argv[0] if argv else DETAILS
-    with open(path) as f:
-        text = f.read()
-    before, _, rest = text.partition(START)
-    _, _, after = rest.partition(END)
-    with open(path, "w") as f:
-        f.write(f"{before}{START}\n{table()}{END}{after}")
+    """Print the table on stdout (it takes no arguments)."""
+    if argv:
+        print(f"flag_table: error: takes no arguments, got {' '.join(argv)} (it prints the "
+              "table of main.py's flags; redirect it to a file to keep one)", file=sys.stderr)
+        return 2
+    sys.stdout.write(table())
     return 0
 
 

@@ -3,7 +3,7 @@
 
 Every step speaks through ``say``: on the lead only (rank 0 under torchrun), the progress line
 cleared first. A step that ends the run returns its exit status: 1 on a failure (non-finite
-loss, a checkpoint that cannot be written), 128 + signal on a stop request.
+loss or gradient, a checkpoint that cannot be written), 128 + signal on a stop request.
 """
 import functools
 import math
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
 import numpy as np
+import torch
 
 from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.algo.agent import RewardModel
@@ -29,6 +30,13 @@ from a2c_ppo_acktr.run.rundir import left_behind
 from a2c_ppo_acktr.run.tracking import Tracker
 from a2c_ppo_acktr.sampling.ddp import DDP
 from a2c_ppo_acktr.speed import compile_seconds
+
+
+def is_loss(name: str) -> bool:
+    """A statistic named ``loss`` or ``..._loss`` (value_loss, action_loss, gail_loss, a term a
+    researcher adds): a non-finite one stops the run."""
+    return name == "loss" or name.endswith("_loss")
+
 
 # (env steps, obs_rms) -> the checkpoint's dict (checkpoint_state's, of the run's components)
 StateFn = Callable[[int, Optional[dict]], dict]
@@ -102,13 +110,26 @@ class Run:
         return None
 
     def check_losses(self, update: int, stats: Mapping[str, float]) -> Optional[int]:
-        """1 (and one line) when a statistic (a loss) is not finite: training on would only
-        spread it."""
-        if all(math.isfinite(x) for x in stats.values()):
+        """1 (and one line) when a loss (``is_loss``) is not finite: training on would only spread
+        it. Any other statistic (a diagnostic such as explained variance) is logged as it is, NaN
+        as NaN."""
+        if all(math.isfinite(x) for name, x in stats.items() if is_loss(name)):
             return None
         values = ", ".join(f"{name} {value}" for name, value in stats.items())
         self.say(f"{program()}: error: non-finite loss at update {update} ({values}); stopped, "
                  f"{left_behind(self.paths, self.saved_steps)}")
+        return 1
+
+    def check_gradients(self) -> Optional[int]:
+        """1 (and one line) when the policy's last gradients are not finite (from finite losses:
+        an overflow in the backward pass), before a checkpoint would keep the weights they made.
+        Checked where the run saves, not every update: non-finite weights give non-finite losses
+        at the next update anyway."""
+        grads = [p.grad for p in self.actor_critic.parameters() if p.grad is not None]
+        if not grads or torch.stack(torch._foreach_norm(grads)).isfinite().all():
+            return None
+        self.say(f"{program()}: error: non-finite gradients at {self.env_steps:,} steps; "
+                 f"stopped, {left_behind(self.paths, self.saved_steps)}")
         return 1
 
     def stop_requested(self) -> bool:
@@ -125,6 +146,8 @@ class Run:
         if not (self.lead and self.paths.checkpoint
                 and (update % every == 0 or last or stopping or keep)):
             return None
+        if (status := self.check_gradients()) is not None:
+            return status
         state = self.state(self.env_steps, self.collector.obs_rms)
         try:
             save_checkpoint(state, self.paths.checkpoint)

@@ -31,6 +31,7 @@ def test_a2c_update_prefers_rewarded_action_and_fits_values(recurrent):
     assert sum(value_losses[-5:]) < sum(value_losses[:5])
 
 
+@pytest.mark.research
 @pytest.mark.parametrize("missing", ["lr", "eps", "alpha", "max_grad_norm"])
 def test_a2c_asks_for_the_hyperparameters_acktr_ignores(missing):
     """A2C cannot train with the original's None defaults (RMSprop or the first update's
@@ -95,6 +96,7 @@ def test_acktr_diag_gaussian_moves_mean_and_logstd():
     assert not torch.equal(policy.dist.logstd.detach(), before_logstd)  # plain-gradient parameter
 
 
+@pytest.mark.research
 def test_acktr_kl_clip_setting_scales_the_step():
     """A trust region too wide to bind leaves the step whole (scale 1); a narrow one shrinks it."""
     scales = []
@@ -131,6 +133,7 @@ def test_acktr_cnn_base_updates_conv_layers():
         assert not torch.equal(m.weight.detach(), w)
 
 
+@pytest.mark.research
 def test_acktr_cli():
     assert get_args(["--algo", "acktr"]).algo == "acktr"
     with pytest.raises(SystemExit) as exc:

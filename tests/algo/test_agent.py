@@ -14,6 +14,8 @@ from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run.checkpoint import component_states
 from a2c_ppo_acktr.storage import RolloutStorage
 
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
+
 
 def test_linear_decay_follows_its_horizon_not_the_budget():
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)

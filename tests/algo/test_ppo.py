@@ -52,6 +52,7 @@ def test_ppo_update_prefers_rewarded_action(recurrent):
     assert stats["approx_kl"] >= 0 and 0 <= stats["clip_fraction"] <= 1
 
 
+@pytest.mark.research
 def test_ppo_clip_fraction_rises_with_large_steps():
     torch.manual_seed(0)
     policy = Policy((3,), spaces.Discrete(2), base_kwargs={"hidden_size": 16})
@@ -63,6 +64,7 @@ def test_ppo_clip_fraction_rises_with_large_steps():
     assert stats["clip_fraction"] > 0.0 and stats["approx_kl"] > 0.0
 
 
+@pytest.mark.research
 @pytest.mark.parametrize("norm", ["batch", "minibatch", "none"])
 def test_advantage_norm_matches_reference(norm):
     """At ratio 1 (lr 0) d(action loss)/d(log prob) of a sample is -A/M, A its advantage as used."""
@@ -96,6 +98,7 @@ def test_advantage_norm_matches_reference(norm):
         PPO(policy, 0.2, 1, 4, 0.5, 0.0, lr=1e-3, advantage_norm="global")
 
 
+@pytest.mark.research
 def test_recompute_advantages_between_epochs():
     """recompute_advantages: each epoch after the first gets advantages from the values of the
     weights as they are then (checked against a storage copy recomputed by hand); one epoch, or
@@ -140,6 +143,7 @@ def test_recompute_advantages_between_epochs():
             recompute_advantages=True)
 
 
+@pytest.mark.research
 @pytest.mark.parametrize("missing", ["lr", "eps", "max_grad_norm"])
 def test_the_hyperparameters_without_a_usable_default_are_asked_for(missing):
     """The original's defaults None for lr, eps and max_grad_norm cannot train: one clear error
@@ -150,6 +154,7 @@ def test_the_hyperparameters_without_a_usable_default_are_asked_for(missing):
         PPO(policy, 0.2, 1, 1, 0.5, 0.0, **kwargs)
 
 
+@pytest.mark.research
 def test_flags_reach_the_agent():
     from a2c_ppo_acktr.run import build
     from a2c_ppo_acktr.run.arguments import get_config

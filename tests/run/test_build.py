@@ -8,6 +8,7 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, KFACOptimizer
+from a2c_ppo_acktr.config import AlgoConfig
 from a2c_ppo_acktr.envs import get_vec_normalize
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
@@ -22,7 +23,7 @@ from a2c_ppo_acktr.sampling.ddp import DDPCollector
 TINY = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "4",
         "--vec-env", "dummy", "--num-mini-batch", "2"]
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.research]
 
 
 @pytest.mark.parametrize("algo, cls, optimizer", [
@@ -36,6 +37,31 @@ def test_make_agent_builds_the_flags_algorithm(algo, cls, optimizer):
         assert agent.optimizer.param_groups[0]["lr"] == 3e-4
     if algo == "ppo":
         assert agent.num_mini_batch == 4 and agent.clip_param == cfg.clip_param
+
+
+# What make_agent passes each agent by default: the AlgoConfig fields named as its parameters.
+SETTINGS = {
+    "ppo": {"clip_param": 0.2, "ppo_epoch": 4, "num_mini_batch": 32, "value_loss_coef": 0.5,
+            "entropy_coef": 0.01, "lr": 7e-4, "eps": 1e-5, "max_grad_norm": 0.5,
+            "use_clipped_value_loss": True, "advantage_norm": "batch", "desired_kl": None,
+            "lr_decay_horizon": None, "recompute_advantages": False},
+    "a2c": {"value_loss_coef": 0.5, "entropy_coef": 0.01, "lr": 7e-4, "eps": 1e-5, "alpha": 0.99,
+            "max_grad_norm": 0.5, "acktr": False, "kfac": {}, "lr_decay_horizon": None}}
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_flags_reach_the_agent_by_the_names_of_its_init_parameters(algo, monkeypatch):
+    """make_agent is ``AGENTS[algo](actor_critic, **settings)``: these settings, by name."""
+    assert build.agent_settings(AlgoConfig(algo=algo), build.AGENTS[algo]) == SETTINGS[algo]
+    calls = []
+
+    class Recording(build.AGENTS[algo]):
+        def __init__(self, actor_critic, **kwargs) -> None:
+            calls.append(kwargs)
+            super().__init__(actor_critic, **kwargs)
+    monkeypatch.setitem(build.AGENTS, algo, Recording)
+    build.make_agent(AlgoConfig(algo=algo, entropy_coef=0.02), Policy((3,), spaces.Discrete(2)))
+    assert calls == [{**SETTINGS[algo], "entropy_coef": 0.02, "generator": None}]
 
 
 def test_make_agent_gives_kfac_the_flags_settings_and_its_defaults_otherwise():

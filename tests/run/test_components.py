@@ -1,5 +1,5 @@
 """What a component holds is saved (run/build.py's run_components, run/checkpoint.py): a reward
-model a researcher adds in the documented place (``build.make_reward_models``) is called by the
+model a researcher adds in the documented place (``build.REWARD_MODELS``) is called by the
 loop, logs its statistics and keeps its state across --resume, exactly; checkpoints written
 before the components (the agent's optimizer under "optimizer") still resume exactly."""
 import csv
@@ -15,7 +15,7 @@ from a2c_ppo_acktr.run.checkpoint import load_checkpoint
 from a2c_ppo_acktr.storage import RolloutStorage
 from tests.run.test_resume import CARTPOLE, assert_same_run, train
 
-pytestmark = pytest.mark.slow  # runs of main.main
+pytestmark = [pytest.mark.slow, pytest.mark.research]  # runs of main.main
 
 
 class RewardPredictor:
@@ -53,14 +53,13 @@ class RewardPredictor:
 
 @pytest.fixture
 def with_bonus(monkeypatch):
-    """The researcher's edit: one more entry in ``make_reward_models``."""
+    """The researcher's edit: one more entry in ``build.REWARD_MODELS``."""
     made = []
-    original = build.make_reward_models
 
-    def make_reward_models(cfg, envs, device) -> dict[str, RewardModel]:
+    def bonus(cfg, envs, device) -> RewardModel:
         made.append(RewardPredictor(envs.observation_space.shape[0]))
-        return {**original(cfg, envs, device), "bonus": made[-1]}
-    monkeypatch.setattr(build, "make_reward_models", make_reward_models)
+        return made[-1]
+    monkeypatch.setitem(build.REWARD_MODELS, "bonus", bonus)
     return made
 
 
@@ -88,8 +87,7 @@ def test_a_reward_model_added_in_one_place_is_called_logged_and_resumed_exactly(
 def test_a_checkpoint_without_a_components_state_is_refused_in_one_line(tmp_path, capsys,
                                                                          monkeypatch):
     train(tmp_path, "run", ARGV, 64)
-    monkeypatch.setattr(build, "make_reward_models",
-                        lambda cfg, envs, device: {"bonus": RewardPredictor(4)})
+    monkeypatch.setitem(build.REWARD_MODELS, "bonus", lambda cfg, envs, device: RewardPredictor(4))
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_:
         train(tmp_path, "run", ARGV, 128, resume=True)

@@ -211,13 +211,3 @@ def test_resume_of_a_run_that_saves_nothing_is_one_line(tmp_path, capsys):
     one_error_line(capsys, ["--resume", run_paths(get_args(argv)).log_dir],
                    "--resume: this run saves no checkpoint (--save-dir is empty)")
     assert files(tmp_path) == before
-
-
-def test_details_lists_every_flag_a_resume_may_change():
-    """docs/details.md's list matches the refusal's (issue #52: it lacked three)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    with open(os.path.join(root, "docs", "details.md")) as f:
-        text = f.read()
-    section = text[text.index("## Interrupting and resuming"):text.index("### Signals from")]
-    flags = [config.recipes.option(dest) for dest in config.may_change()]
-    assert [flag for flag in flags if f"`{flag}`" not in section] == []

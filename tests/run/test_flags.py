@@ -1,10 +1,11 @@
 """A flag is declared once (issue #71): the field of its config part (a2c_ppo_acktr/config/) gives
-the parser, the checks, the part, the resume rules and docs/details.md's table; a new PPO option
-is its declaration and its use, nothing else; argv is parsed once."""
+the parser, the checks, the part, the resume rules and the flag table (printed when asked for); a
+new PPO option is its declaration and its use, nothing else; argv is parsed once."""
 import argparse
 import dataclasses
 import inspect
 import json
+import re
 
 import pytest
 from gymnasium import spaces
@@ -19,14 +20,23 @@ from a2c_ppo_acktr.run import build, checks, flag_table
 from a2c_ppo_acktr.run.arguments import build_parser, get_args, get_config
 from a2c_ppo_acktr.run.config import may_change, not_saved
 
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
 
-def test_the_committed_flag_table_is_the_declarations():
-    """docs/details.md's table is made from the declarations: after a flag's change,
-    python -m a2c_ppo_acktr.run.flag_table"""
-    with open(flag_table.DETAILS) as f:
-        text = f.read()
-    committed = text[text.index(flag_table.START) + len(flag_table.START) + 1:text.index(flag_table.END)]
-    assert committed == flag_table.table(), "run: python -m a2c_ppo_acktr.run.flag_table"
+
+def test_the_flag_table_is_made_from_the_declarations_when_asked_for(capsys):
+    """No committed copy to keep in step: the command prints it, and --help names the command."""
+    lines = flag_table.table().splitlines()
+    specs = declarations()
+    assert len(lines) == 2 + len(specs)  # the head, then one row per flag, in --help's order
+    for line, spec in zip(lines[2:], specs):
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        assert len(cells) == 6 and cells[0].startswith(f"`{spec.option}")
+        assert cells[2] == f"`{spec.part}`" and spec.text().replace("|", "\\|") == cells[5]
+    assert "| `--algo {a2c,ppo,acktr}` | `\"a2c\"` | `algo` | all | kept |" in lines[2]
+    assert flag_table.main([]) == 0 and capsys.readouterr().out == flag_table.table()
+    assert flag_table.main(["docs/details.md"]) == 2  # it prints; it writes no file
+    assert "takes no arguments" in capsys.readouterr().err
+    assert flag_table.COMMAND in " ".join(build_parser().format_help().split())
 
 
 def test_every_option_of_the_parser_is_one_declaration():

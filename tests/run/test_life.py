@@ -6,7 +6,9 @@ import os
 import signal
 import types
 
+import pytest
 import torch
+import torch.nn as nn
 
 from a2c_ppo_acktr.errors import program
 from a2c_ppo_acktr.run.arguments import get_config
@@ -14,7 +16,10 @@ from a2c_ppo_acktr.run.checkpoint import RunPaths, history_path
 from a2c_ppo_acktr.run.interrupt import StopRequest
 from a2c_ppo_acktr.run.life import Run
 
+pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
+
 LOSSES = {"value_loss": 0.5, "action_loss": -0.1, "entropy": 0.6}
+POLICY = nn.Linear(2, 1)  # what the gradient check reads
 
 
 class Evaluations:
@@ -37,7 +42,7 @@ def make_run(tmp_path, updates=range(6), save_interval=4, save_history=None, ddp
     logger = types.SimpleNamespace(rows=[], close=lambda: None)
     logger.log = lambda row, step: logger.rows.append((row["update"], step))
     run = Run(RunPaths(str(tmp_path), str(tmp_path / "eval"), str(tmp_path / "a.pt")), lead,
-              collector, "policy", agent, [], updates, 8, Evaluations(),
+              collector, POLICY, agent, [], updates, 8, Evaluations(),
               state=lambda steps, obs_rms: states.append((steps, obs_rms))
               or {"env_steps": torch.tensor(steps)},
               stop=StopRequest(), ddp=ddp,
@@ -86,15 +91,44 @@ def test_a_non_finite_loss_stops_before_saving_logging_or_voting(tmp_path, capsy
         "entropy 0.5, gail_loss 0.1); stopped, nothing saved yet, so the run's files are "
         "removed: it can start again\n")
     run, _, _ = make_run(tmp_path)
-    assert run.after_update(0, {**LOSSES, "my_statistic": math.inf}) == 1  # any of them
+    assert run.after_update(0, {**LOSSES, "my_loss": math.inf}) == 1  # any loss, by its name
+
+
+def test_a_non_finite_statistic_that_is_no_loss_is_logged_as_it_is(tmp_path, capsys):
+    """Explained variance on constant returns is NaN: a diagnostic, not a reason to stop."""
+    run, states, logger = make_run(tmp_path, updates=range(1))
+    logged = []
+    logger.log = lambda row, step: logged.append(row)
+    stats = {**LOSSES, "explained_variance": math.nan, "entropy": math.inf}
+    assert run.after_update(0, stats) is None and run.done() == 0
+    assert math.isnan(logged[0]["explained_variance"]) and logged[0]["entropy"] == math.inf
+    assert states and "error" not in capsys.readouterr().err
+
+
+def test_non_finite_gradients_stop_the_run_before_its_checkpoint_keeps_their_weights(tmp_path,
+                                                                                      capsys):
+    run, states, _ = make_run(tmp_path)
+    POLICY.weight.grad = torch.tensor([[1.0, math.nan]])
+    try:
+        assert run.after_update(0, LOSSES) == 1
+    finally:
+        POLICY.weight.grad = None
+    assert states == [] and capsys.readouterr().err == (
+        f"{program()}: error: non-finite gradients at 8 steps; stopped, nothing saved yet, so "
+        "the run's files are removed: it can start again\n")
+    POLICY.weight.grad = torch.ones(1, 2)  # finite: saved as before
+    try:
+        assert run.after_update(0, LOSSES) is None and len(states) == 1
+    finally:
+        POLICY.weight.grad = None
 
 
 def test_evaluations_are_asked_every_update_but_started_by_the_lead_when_due(tmp_path):
     run, _, _ = make_run(tmp_path, updates=range(3), eval_interval=2)
     for j in run.updates:
         run.after_update(j, LOSSES)
-    assert run.evaluator.calls == [("policy", 0, 8, False), (None, 1, 16, False),
-                                     ("policy", 2, 24, True)]
+    assert run.evaluator.calls == [(POLICY, 0, 8, False), (None, 1, 16, False),
+                                     (POLICY, 2, 24, True)]
     other, _, _ = make_run(tmp_path, updates=range(1), eval_interval=1, lead=False)
     other.after_update(0, LOSSES)
     assert other.evaluator.calls == [(None, 0, 8, True)]

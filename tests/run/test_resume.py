@@ -75,7 +75,7 @@ def assert_same_run(straight, resumed, components=("agent",)):
 @pytest.mark.parametrize("argv, half, full", [(CARTPOLE, 256, 512), (CHEETAH, 128, 256)],
                          ids=["CartPole", "HalfCheetah"])
 @pytest.mark.slow
-@pytest.mark.parametrize("vec_env", ["dummy", "shmem"])
+@pytest.mark.parametrize("vec_env", [pytest.param("dummy", marks=pytest.mark.research), "shmem"])
 def test_stopped_and_resumed_run_is_the_uninterrupted_run(tmp_path, capsys, argv, half, full,
                                                           vec_env):
     argv = argv + ["--vec-env", vec_env]
@@ -150,6 +150,7 @@ def test_checkpoint_without_env_state_resumes_approximately(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.research
 def test_value_norm_and_recomputed_advantages_resume_exactly(tmp_path):
     """The returns' statistics are buffers of the policy: saved, restored, the same run."""
     argv = CARTPOLE + ["--vec-env", "native", "--value-norm", "--recompute-advantages"]
