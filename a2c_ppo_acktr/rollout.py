@@ -150,7 +150,7 @@ class Collector:
     Per update the loop calls ``rollouts = collect(actor_critic)``, trains on ``rollouts``, then
     ``sync(actor_critic, rollouts)``, which hands the storage back with the new weights; ``stats``
     gives the progress log's columns, ``close`` ends it. The subclasses (``DDPCollector``,
-    ``AsyncCollector``, ``RayCollector``: docs/design.md, "Start-up (`main.start`, once)") change
+    ``AsyncCollector``, ``RayCollector``: docs/design.md, "Start-up (`run/start.open_run`, once)") change
     where and when the envs are stepped, never what a rollout holds. ``envs`` comes from
     ``make_vec_envs`` (or is a ``WorkerGroup``); its first observations go in slot 0 of a storage
     of ``num_steps`` steps on ``device``. What an exact resume saves of it: ``run.resume``.

@@ -15,6 +15,7 @@ from a2c_ppo_acktr import speed
 from a2c_ppo_acktr.envs import VecPyTorch, make_vec_envs
 from a2c_ppo_acktr.envs.episodes import load_run, read_monitor_file
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.run import start
 from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.run.history import evaluate_checkpoint
@@ -316,7 +317,7 @@ def test_resuming_a_finished_run_says_nothing_is_left_and_builds_nothing(tmp_pat
     def no_build(*args, **kwargs):
         raise AssertionError("the run was built")
 
-    monkeypatch.setattr(main, "build_run", no_build)
+    monkeypatch.setattr(start, "build_run", no_build)
     assert main.main(argv + ["--resume"]) == 0
     assert capsys.readouterr().out == (
         f"nothing to train: {a2c_paths(tmp_path).checkpoint} already holds 32 steps, "

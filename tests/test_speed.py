@@ -53,8 +53,9 @@ def test_users_malloc_settings_win():
 
 def test_main_keeps_freed_memory_before_building(tmp_path, monkeypatch):
     import main
+    from a2c_ppo_acktr.run import start
     calls = []
-    monkeypatch.setattr(main, "keep_freed_memory", lambda: calls.append(os.listdir(tmp_path)))
+    monkeypatch.setattr(start, "keep_freed_memory", lambda: calls.append(os.listdir(tmp_path)))
     argv = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8",
             "--num-env-steps", "16", "--vec-env", "dummy", "--log-dir", str(tmp_path / "logs"),
             "--save-dir", str(tmp_path / "models")]

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
 import numpy as np
-import torch
 
 from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.algo.agent import RewardModel
@@ -44,7 +43,7 @@ StateFn = Callable[[int, Optional[dict]], dict]
 
 @dataclass
 class Run:
-    """What ``main.start`` built for the loop, and its life around the updates; ``close``
+    """What ``run.start.start`` built for the loop, and its life around the updates; ``close``
     releases it.
 
     ``settings``' ``log_interval`` / ``save_interval`` / ``eval_interval`` (None: never) count
@@ -76,6 +75,7 @@ class Run:
         self.progress = ProgressLine(self.updates.stop * self.steps_per_update, enabled=self.lead)
         self.env_steps = self.start_steps = self.updates.start * self.steps_per_update
         self.start_time = time.time()
+        self.finished = False  # done: it trained all its updates
         self.stop.acknowledgement = "stopping after this update; again to stop now"
 
     def say(self, message: str, stream: Optional[TextIO] = None) -> None:
@@ -125,8 +125,8 @@ class Run:
         an overflow in the backward pass), before a checkpoint would keep the weights they made.
         Checked where the run saves, not every update: non-finite weights give non-finite losses
         at the next update anyway."""
-        grads = [p.grad for p in self.actor_critic.parameters() if p.grad is not None]
-        if not grads or torch.stack(torch._foreach_norm(grads)).isfinite().all():
+        if all(p.grad is None or bool(p.grad.isfinite().all())
+               for p in self.actor_critic.parameters()):
             return None
         self.say(f"{program()}: error: non-finite gradients at {self.env_steps:,} steps; "
                  f"stopped, {left_behind(self.paths, self.saved_steps)}")
@@ -189,6 +189,7 @@ class Run:
     def done(self) -> int:
         """The run trained all its updates: its final evaluation (the lead's), its last line,
         -> 0."""
+        self.finished = True
         if self.lead and self.final_eval is not None:
             self.progress.clear()
             result = self.final_eval(self.actor_critic, self.env_steps)

@@ -1,0 +1,203 @@
+"""Opening a run for ``main.py``'s loop, and what its opening and its end say: ``open_run(cfg)``
+checks what is on disk, builds the run (directories, envs, policy, agent, reward models, the
+collector, its logs), restored on --resume, and closes it at the end; it holds the run's lock and
+the Ctrl-C / SIGTERM / SIGHUP handling meanwhile.
+
+Its one-line errors: bad input found while building exits 2 (``arguments.fail``), nothing left on
+disk; a signal while building undoes what was built; a failure mid-run (a log that cannot be
+written, memory running out) stops the run, keeping its last checkpoint. Each of these, and a
+resumed run with nothing left to train, ends ``open_run`` with ``RunEnded`` and its exit status.
+A run that ends before its first checkpoint is undone, so that it can start again.
+"""
+import contextlib
+import functools
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from a2c_ppo_acktr.config import Config
+from a2c_ppo_acktr.envs.single import check_env_id
+from a2c_ppo_acktr.errors import (
+    CheckpointError,
+    Error,
+    allocation_failure,
+    failure_line,
+    print_details,
+    program,
+)
+from a2c_ppo_acktr.run.arguments import fail, warn
+from a2c_ppo_acktr.run.build import (
+    build_collector,
+    build_evaluations,
+    build_final_evaluation,
+    build_run,
+    run_components,
+)
+from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths
+from a2c_ppo_acktr.run.config import write_config
+from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
+from a2c_ppo_acktr.run.life import Run, open_logs
+from a2c_ppo_acktr.run.resume import resume_exactly
+from a2c_ppo_acktr.run.rundir import RunLocks, abandon, check_run, left_behind, make_run_dirs
+from a2c_ppo_acktr.run.tracking import start_tracking
+from a2c_ppo_acktr.sampling.ddp import DDP
+from a2c_ppo_acktr.speed import keep_freed_memory
+
+
+class NothingLeft(Exception):
+    """--resume of a run that has trained its --num-env-steps: ``str()`` says so."""
+
+
+class RunEnded(Exception):
+    """The run ended other than by its loop's return, said in one line: ``status`` is the exit
+    status (0 nothing left to train, 1 a failure mid-run, 128 + signal while building)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+@contextlib.contextmanager
+def open_run(cfg: Config) -> Iterator[Run]:
+    """The run of ``cfg``, built (``start``), for the loop; closed when the loop ends. Bad input:
+    one line and exit 2; other endings raise ``RunEnded`` (module docstring)."""
+    keep_freed_memory()  # each update would otherwise fault its tensors' pages in afresh
+    # Ctrl-C / SIGTERM / SIGHUP: finish the update, save, exit 130 / 143 / 129; the run's lock
+    # (rundir.py) is held until the run is closed
+    with StopRequest() as stop, contextlib.closing(RunLocks()):
+        try:
+            run = start(cfg, stop)
+        except Error as e:  # bad input found while building: one line, nothing left on disk
+            print_details(e)  # a failing env's own traceback, once
+            fail(str(e))
+        except Interrupted as e:  # a signal while building: undone, one line
+            print(f"{program()}: {e}", file=sys.stderr)
+            raise RunEnded(e.exit_status) from None
+        except NothingLeft as e:  # nothing built; done as asked
+            print(e, flush=True)
+            raise RunEnded(0) from None
+        except (MemoryError, RuntimeError) as e:  # sizes in range that this machine cannot hold
+            if (size := allocation_failure(e)) is None:
+                raise
+            fail(f"cannot allocate {size} to build the run: the network (--hidden-size) or the "
+                 "rollout storage (--num-processes * --num-steps) is larger than this machine's "
+                 "memory")
+        except OSError as e:  # too many open files (ulimit -n), a full disk: one line
+            if (what := failure_line(e)) is None:
+                raise
+            fail(what)
+        try:
+            yield run
+        except (Error, OSError, MemoryError, RuntimeError) as e:  # e.g. a log that cannot be
+            # written, a memory limit met by the optimizer's first state: one line
+            what = failure_line(e)
+            if what is None and (size := allocation_failure(e)) is not None:
+                what = f"cannot allocate {size} (this machine's memory, or ulimit -v)"
+            if what is None:
+                raise
+            print_details(e)
+            if run.lead:
+                print(f"{program()}: error: {what}; stopped, "
+                      f"{left_behind(run.paths, run.saved_steps)}", file=sys.stderr)
+            raise RunEnded(1) from None
+        finally:
+            run.close()
+            if (not run.finished and run.lead and run.paths.checkpoint
+                    and run.saved_steps is None):
+                # Nothing to --resume: the run is undone, as one that failed to start, so that
+                # it can start again (a run that saves no checkpoint keeps its logs).
+                abandon(run.paths, run.created, resumed=False)
+
+
+def start(cfg: Config, stop: StopRequest) -> Run:
+    """Check the inputs (``Error`` when bad, before anything is on disk), then build the run:
+    directories, envs, policy, agent, restored on --resume, and the collector. A signal
+    meanwhile (``stop``) undoes what was built and raises ``Interrupted``."""
+    ddp = DDP.from_env(cfg.run.cuda)  # under torchrun: this process is one rank of one learner
+    rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)
+
+    def stop_if_asked() -> None:  # all ranks at the same points, as they stop together
+        stop.check(ddp.any(stop.requested) if ddp else None)
+
+    paths = run_paths(cfg.run)
+    if lead:
+        check_run(cfg.run, paths)
+    check_env_id(cfg.env.env_name)
+    resumed = None
+    if cfg.run.resume:
+        assert paths.checkpoint is not None  # rundir.check_run refuses --resume without one
+        try:
+            resumed = load_checkpoint(paths.checkpoint)
+        except CheckpointError as e:
+            raise CheckpointError(f"--resume: {e}") from None
+    env_steps = resumed["env_steps"] if resumed else 0
+    if resumed and env_steps >= cfg.run.whole_steps:
+        raise NothingLeft(f"nothing to train: {paths.checkpoint} already holds {env_steps:,} "
+                          f"steps, --num-env-steps {cfg.run.num_env_steps:,}; a larger "
+                          "--num-env-steps continues the run")
+
+    # Seeds the CUDA generators too, lazily: a CPU run never initializes CUDA.
+    torch.manual_seed(cfg.run.seed + rank)  # ranks sample apart; all start from rank 0's weights
+    np.random.seed(cfg.run.seed)
+    if cfg.run.cuda and cfg.run.cuda_deterministic:
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+    device = ddp.device if ddp else torch.device("cuda:0" if cfg.run.cuda else "cpu")
+
+    # Inputs are valid: from here on this run's directories exist, until it fails to start.
+    stop_if_asked()
+    created = make_run_dirs(cfg.run, paths, resumed) if lead else []
+    if ddp:
+        ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
+    envs = collector = None
+    try:
+        envs, actor_critic, agent, reward_models = build_run(cfg, paths, device, resumed, rank)
+        components = run_components(actor_critic, agent, reward_models)  # what checkpoints keep
+        stop_if_asked()
+        if lead:
+            write_config(cfg.record, paths.log_dir)
+        if ddp:
+            ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
+            if resumed and rank:
+                torch.manual_seed(cfg.run.seed + rank + env_steps)  # the saved RNG state is rank 0's
+        steps_per_update = cfg.sampling.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
+        updates = range(env_steps // steps_per_update, cfg.run.num_env_steps // steps_per_update)
+        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates),
+                                    agent)
+        evaluator = build_evaluations(cfg, paths, collector, device)
+        inexact = resume_exactly(collector, resumed) if resumed else None
+        stop_if_asked()
+        tracker = start_tracking(cfg.run, cfg.record, paths) if lead else None  # last: it cannot be undone
+    except BaseException:
+        if collector is not None:  # closes the envs too
+            collector.close()
+        elif envs is not None:  # build_run closes them itself on its own failures
+            envs.close()
+        if lead:
+            abandon(paths, created, bool(resumed))
+        raise
+    logs = []
+    if lead:  # the run has started: what it should know, then where its files go
+        for warning in cfg.warnings:
+            warn(warning)
+        for note in cfg.notes:  # the recipe's values, or what a resumed run changed
+            print(note, flush=True)
+        if inexact:
+            warn(f"--resume continues approximately, from new episodes: {inexact}")
+        print(f"run files: log directory {paths.log_dir}/, checkpoint "
+              f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
+        total = updates.stop * steps_per_update
+        print(f"training {total:,} steps: {updates.stop:,} updates of {steps_per_update:,}"
+              + (f" (--num-env-steps {cfg.run.num_env_steps:,} rounded down to whole updates)"
+                 if total != cfg.run.num_env_steps else "")
+              + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
+        logs = open_logs(paths, bool(resumed), cfg.record, cfg.run.eval_interval is not None,
+                         tracker)
+    return Run(paths, lead, collector, actor_critic, agent, list(reward_models.values()), updates,
+               steps_per_update, evaluator, stop=stop, ddp=ddp,
+               state=functools.partial(checkpoint_state, cfg, components, collector),
+               settings=cfg.run, logs=logs, tracker=tracker, created=created,
+               saved_steps=env_steps if resumed else None,
+               final_eval=build_final_evaluation(cfg, paths, collector, device))
