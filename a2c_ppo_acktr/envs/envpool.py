@@ -82,9 +82,13 @@ class EnvpoolVecEnv(BatchedVecEnv):
 
         kwargs = envpool_kwargs(env_id, env_kwargs)
         threads = threads or max(1, min(num_envs, num_cpus()))
-        # EnvPool seeds env i with seed + i: ours is seed + first_rank + i.
-        self.pool: Any = envpool.make_gymnasium(env_id, num_envs=num_envs, seed=seed + first_rank,
-                                                num_threads=threads, **kwargs)
+        try:  # EnvPool seeds env i with seed + i: ours is seed + first_rank + i.
+            self.pool: Any = envpool.make_gymnasium(env_id, num_envs=num_envs,
+                                                    seed=seed + first_rank, num_threads=threads,
+                                                    **kwargs)
+        except (RuntimeError, ValueError, TypeError) as e:
+            raise ConfigError(f"EnvPool rejects {env_id} with {kwargs}: "
+                              f"{(str(e).splitlines() or [type(e).__name__])[0]}") from None
         self.num_envs, self.env_id = num_envs, env_id
         self.observation_space = self.pool.single_observation_space
         self.action_space = self.pool.single_action_space

@@ -144,6 +144,7 @@ def test_what_it_refuses_is_one_line(tmp_path, capsys, monkeypatch):
     err = expect_exit_2(capsys, argv + ["--env-name", "Pusher-v5"], "not Pusher-v5")
     assert all(env_id in err for env_id in ENVPOOL_IDS)
     expect_exit_2(capsys, argv + ["--env-kwargs", "xml_file=x.xml"], "not xml_file")
+    expect_exit_2(capsys, argv + ["--env-kwargs", "reset_noise_scale=high"], "EnvPool rejects")
     expect_exit_2(capsys, argv + ["--capture-video"], "does not render")
     monkeypatch.setattr(envpool_module, "envpool_available", lambda: False)
     expect_exit_2(capsys, argv, "needs envpool")
