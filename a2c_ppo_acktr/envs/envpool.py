@@ -4,9 +4,10 @@
 EnvPool resets an env on the step *after* its episode ended (gymnasium's next-step mode); this
 module resets the ended envs at once through EnvPool's per-env ``reset(env_ids)``, so that the
 contract's same-step autoreset holds: ``infos[i]["final_obs"]`` is the real last observation and
-``obs[i]`` the next episode's first. It adds Monitor's episode statistics and files
-(``EpisodeMonitor``) and seeds env i with ``seed + first_rank + i`` (EnvPool seeds env i of a pool
-with ``seed + i``).
+``obs[i]`` the next episode's first. It counts the time limit itself, as gymnasium's ``TimeLimit``
+(EnvPool calls an episode that ends on its last step truncated only), adds Monitor's episode
+statistics and files (``EpisodeMonitor``) and seeds env i with ``seed + first_rank + i`` (EnvPool
+seeds env i of a pool with ``seed + i``).
 
 What it is not: the same simulator build. EnvPool links its own MuJoCo (3.6 in envpool 1.2.5),
 gymnasium the installed ``mujoco``; from the same state and action they agree to within about 1e-6
@@ -18,6 +19,7 @@ never picks it: docs/benchmarks.md, "EnvPool".
 """
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
@@ -35,6 +37,7 @@ ENVPOOL_IDS = tuple(f"{name}-{version}" for name in (
 SUPPORTED_KWARGS = ("max_episode_steps", "reset_noise_scale", "ctrl_cost_weight",
                     "forward_reward_weight", "healthy_reward", "terminate_when_unhealthy")
 UNSAVEABLE = "EnvPool cannot save or restore its envs"
+_NO_LIMIT = 2 ** 31 - 1  # EnvPool's time limit, an int32: ours counts the steps
 
 
 def envpool_available() -> bool:
@@ -82,6 +85,9 @@ class EnvpoolVecEnv(BatchedVecEnv):
 
         kwargs = envpool_kwargs(env_id, env_kwargs)
         threads = threads or max(1, min(num_envs, num_cpus()))
+        # The time limit is ours (module docstring): EnvPool's never comes.
+        self.max_steps = kwargs.pop("max_episode_steps", gym.spec(env_id).max_episode_steps)
+        kwargs["max_episode_steps"] = _NO_LIMIT
         try:  # EnvPool seeds env i with seed + i: ours is seed + first_rank + i.
             self.pool: Any = envpool.make_gymnasium(env_id, num_envs=num_envs,
                                                     seed=seed + first_rank, num_threads=threads,
@@ -94,6 +100,7 @@ class EnvpoolVecEnv(BatchedVecEnv):
         self.action_space = self.pool.single_action_space
         self.monitor = EpisodeMonitor(num_envs, env_id, log_dir, first_rank, monitor_append)
         self._ids = np.arange(num_envs, dtype=np.int32)
+        self._elapsed = np.zeros(num_envs, np.int64)
 
     def reset(self) -> np.ndarray:
         """Reset every env; returns obs (N, *obs_shape). Envs are seeded once, when built: a
@@ -102,14 +109,17 @@ class EnvpoolVecEnv(BatchedVecEnv):
         obs = self._in_order(obs, info["env_id"])
         check_batch(self.env_id, self.kind, "reset", obs, self.num_envs, self.observation_space)
         self.monitor.returns[:], self.monitor.lengths[:] = 0.0, 0
+        self._elapsed[:] = 0
         return obs
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every env: obs, rewards f32, terminated, truncated, infos (numpy)."""
         actions = np.asarray(actions, np.float64).reshape(self.num_envs,
                                                           *space_shape(self.action_space))
-        obs, rewards, terminated, truncated, info = self.pool.step(actions, self._ids)
+        obs, rewards, terminated, _, info = self.pool.step(actions, self._ids)
         obs = self._in_order(obs, info["env_id"])
+        self._elapsed += 1
+        truncated = self._elapsed >= self.max_steps if self.max_steps else np.zeros_like(terminated)
         rewards = np.asarray(rewards, np.float32)
         infos: list[dict] = [{} for _ in range(self.num_envs)]
         ended = terminated | truncated
@@ -118,6 +128,7 @@ class EnvpoolVecEnv(BatchedVecEnv):
             done = np.flatnonzero(ended)
             for i in done.tolist():
                 infos[i]["final_obs"] = obs[i].copy()
+            self._elapsed[done] = 0
             first, reset_info = self.pool.reset(done.astype(np.int32))
             obs[reset_info["env_id"]] = first  # EnvPool answers in its own order: env_id says
         return obs, rewards, terminated, truncated, infos

@@ -114,6 +114,23 @@ def test_episodes_and_autoreset_as_gymnasium(env_id, kwargs, steps, tmp_path):
             assert [int(row["l"]) for row in csv.DictReader(f.read().splitlines()[1:])] == rows[i]
 
 
+def test_an_episode_that_ends_on_its_last_step_is_terminated_and_truncated():
+    """As gymnasium's TimeLimit says of it: no bootstrap from its final observation."""
+    actions = np.random.default_rng(0).uniform(-1, 1, (200, 1, 3))
+    env = _gym("Hopper-v5", reset_noise_scale=0.0)
+    env.reset(seed=0)
+    steps = next(t + 1 for t, a in enumerate(actions) if env.step(a[0])[2])
+    venv = EnvpoolVecEnv("Hopper-v5", 1, 0, env_kwargs={"reset_noise_scale": 0.0,
+                                                        "max_episode_steps": steps})
+    try:
+        venv.reset()
+        ends = [venv.step(a)[2:4] for a in actions[:steps]]
+    finally:
+        venv.close()
+    assert [(bool(te[0]), bool(tr[0])) for te, tr in ends] == [(False, False)] * (steps - 1) + [
+        (True, True)]
+
+
 def test_seeds_and_the_stack():
     """Same seed, same run; env i of rank r is seeded seed + r; observations are normalized
     (VecNormalize) and come as torch; the envs' state cannot be saved: one clause says so."""
