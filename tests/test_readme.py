@@ -141,6 +141,9 @@ def shorten(argv, sandbox, resumed=0):
             argv += ["--log-dir", os.path.join(sandbox, "gym")]
     elif script.endswith("benchmark.py"):
         _set(argv, "--num-env-steps", 4096)
+    elif script.endswith("peers.py"):  # one rollout of the zoo's 8 envs x 32 steps
+        _set(argv, "--num-env-steps", 256)
+        _set(argv, "--eval-every", 256)
     elif script.endswith("tune.py"):  # one trial of one seed, its run one update long
         cut = argv.index("--") if "--" in argv else len(argv)
         head, tail = argv[:cut], argv[cut:] or ["--"]
