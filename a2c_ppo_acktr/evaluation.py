@@ -4,6 +4,9 @@
 ``evaluate`` (training's evaluation), ``enjoy.py`` (watching, recording videos) and
 ``gail_experts/generate.py`` (recording expert trajectories) all play through ``run_episodes``.
 """
+import json
+import os
+import tempfile
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -13,6 +16,7 @@ import torch
 from a2c_ppo_acktr.envs import TorchVecEnv, VecEnvWrapper, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.torch_vec import to_device
 from a2c_ppo_acktr.model import Policy
+from a2c_ppo_acktr.utils import save_atomic
 
 # on_step(action, reward, infos): after the reset (None, None, []) and after every step.
 OnStep = Callable[[torch.Tensor | None, torch.Tensor | None, list[dict]], None]
@@ -77,23 +81,56 @@ def evaluate(actor_critic: Policy, obs_rms: dict | None, env_name: str, seed: in
              num_processes: int, eval_log_dir: str, device: torch.device | str,
              num_episodes: int = 10, deterministic: bool = True,
              **options: Any) -> list[float]:
-    """Run ``num_episodes`` episodes on fresh envs and return their raw returns.
+    """Run ``num_episodes`` episodes, one on each of as many fresh envs (seeded from ``seed +
+    num_processes``, after the training envs), and return their raw returns.
 
-    ``obs_rms`` is the training normalizer's state (``freeze_normalization``), or None for envs
-    without one (images). ``options``: ``make_vec_envs``'s keywords the run's envs were built
-    with (``env_kwargs``, ``scale_actions``: ``EnvConfig.options``), as in training. Atari
-    episodes are whole games (no episodic life).
+    One episode per env, not the first ``num_episodes`` to end on ``num_processes`` envs (the
+    original's): those favour short episodes, a falling Hopper's. ``obs_rms`` is the training
+    normalizer's state (``freeze_normalization``), or None for envs without one (images).
+    ``options``: ``make_vec_envs``'s keywords the run's envs were built with (``env_kwargs``,
+    ``scale_actions``: ``EnvConfig.options``), as in training. Atari episodes are whole games (no
+    episodic life).
     """
-    eval_envs = make_vec_envs(env_name, seed + num_processes, num_processes, None,
+    eval_envs = make_vec_envs(env_name, seed + num_processes, num_episodes, None,
                               eval_log_dir, device, True, episodic_life=False, **options)
     freeze_normalization(eval_envs, obs_rms)
     try:
-        episode_returns = run_episodes(actor_critic, eval_envs, num_episodes, deterministic)
+        episode_returns = run_episodes(actor_critic, eval_envs, num_episodes, deterministic,
+                                       first_per_env=True)
     finally:
         eval_envs.close()
     print(f" Evaluation using {len(episode_returns)} episodes: mean reward "
           f"{np.mean(episode_returns):.5f}")
     return episode_returns
+
+
+FINAL_EVAL_FILE = "final_eval.json"  # in the run's log dir: compare.py --metric final-det
+FINAL_EVAL_SEED = 10_000  # its envs' seeds start here, above the training and evaluation envs'
+
+
+def final_evaluation(actor_critic: Policy, obs_rms: dict | None, env_steps: int,
+                     num_episodes: int, log_dir: str, env_name: str, seed: int,
+                     device: torch.device | str, **options: Any) -> dict:
+    """The run's final evaluation, as the zoo reports one: ``evaluate``'s deterministic episodes
+    on envs seeded from ``seed + FINAL_EVAL_SEED``, written to ``<log_dir>/final_eval.json``
+    atomically and returned (their monitor files are not kept). ``options``: ``make_vec_envs``'s
+    keywords of the run's envs."""
+    with tempfile.TemporaryDirectory() as monitors:
+        returns = evaluate(actor_critic, obs_rms, env_name, seed + FINAL_EVAL_SEED, 0, monitors,
+                           device, num_episodes, **options)
+    return write_final_eval(log_dir, env_steps, returns, seed + FINAL_EVAL_SEED)
+
+
+def write_final_eval(log_dir: str, env_steps: int, returns: list[float], first_seed: int) -> dict:
+    """``<log_dir>/final_eval.json`` (atomic), the deterministic ``returns`` of one episode on
+    each env seeded from ``first_seed`` after ``env_steps``; -> its dict."""
+    result = {**evaluation_row(-1, env_steps, returns), "returns": [float(r) for r in returns],
+              "deterministic": True, "normalization": "frozen",
+              "env_seeds": [first_seed, first_seed + len(returns) - 1]}
+    del result["update"]
+    save_atomic(result, os.path.join(log_dir, FINAL_EVAL_FILE),
+                save=lambda obj, f: f.write(json.dumps(obj, indent=1).encode()))
+    return result
 
 
 class Evaluations(Protocol):

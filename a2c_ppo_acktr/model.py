@@ -10,7 +10,13 @@ import torch.nn as nn
 from gymnasium import spaces
 
 from a2c_ppo_acktr.config import PolicyConfig
-from a2c_ppo_acktr.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
+from a2c_ppo_acktr.distributions import (
+    Bernoulli,
+    Categorical,
+    DiagGaussian,
+    DiagGaussianDist,
+    MultiCategorical,
+)
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import init
 from a2c_ppo_acktr.value_norm import ValueNorm
@@ -29,6 +35,8 @@ def policy_kwargs(cfg: PolicyConfig) -> dict:
         base_kwargs["hidden_size"] = cfg.hidden_size
     if cfg.activation is not None:
         base_kwargs["activation"] = cfg.activation
+    if cfg.layer_norm:  # only when on: older versions load the rest
+        base_kwargs["layer_norm"] = True
     kwargs = {"base_kwargs": base_kwargs, "log_std_init": cfg.log_std_init, "init": cfg.init,
               "action_mean_gain": cfg.action_mean_gain}
     if cfg.value_norm:  # only when on: older versions load the rest
@@ -169,9 +177,13 @@ class Policy(nn.Module):
         return value
 
     def evaluate_actions(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor, masks: torch.Tensor,
-                         action: torch.Tensor
+                         action: torch.Tensor, mean_noise: float = 0.0,
+                         generator: torch.Generator | None = None
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """-> value (N, 1), action_log_probs (N, 1), mean entropy (scalar), rnn_hxs (N, H).
+
+        ``mean_noise`` A > 0 (RPO): a Gaussian's mean is shifted by U(-A, A) noise, drawn from
+        ``generator`` (None: torch's global one), before the log-probabilities are taken.
 
         For a recurrent policy N = T * n is a time-major sequence of n envs, and ``rnn_hxs`` (in
         and out) is (n, H): their state before its first step / after its last
@@ -179,6 +191,10 @@ class Policy(nn.Module):
         """
         value, actor_features, rnn_hxs = self.forward_base(inputs, rnn_hxs, masks)
         dist = self.dist(actor_features)
+        if mean_noise and isinstance(dist, DiagGaussianDist):
+            noise = torch.empty_like(dist.mean).uniform_(-mean_noise, mean_noise,
+                                                         generator=generator)
+            dist.mean = dist.mean + noise
         return value, dist.log_probs(action), dist.entropy().mean(), rnn_hxs
 
 
@@ -285,16 +301,18 @@ class MLPBase(NNBase):
     """Separate actor and critic MLPs (two layers of ``hidden_size``, tanh or ReLU) on vectors."""
 
     def __init__(self, num_inputs: int, recurrent: bool = False, hidden_size: int = 64,
-                 activation: str = "tanh") -> None:
+                 activation: str = "tanh", layer_norm: bool = False) -> None:
         super().__init__(recurrent, num_inputs, hidden_size)
         if recurrent:
             num_inputs = hidden_size
         gain = math.sqrt(2)  # the original's gain for tanh, kept for ReLU (it is ReLU's gain)
 
+        def layer(n_in: int) -> list[nn.Module]:
+            norm = [nn.LayerNorm(hidden_size)] if layer_norm else []
+            return [init(nn.Linear(n_in, hidden_size), gain), *norm, ACTIVATIONS[activation]()]
+
         def tower() -> nn.Sequential:
-            return nn.Sequential(
-                init(nn.Linear(num_inputs, hidden_size), gain), ACTIVATIONS[activation](),
-                init(nn.Linear(hidden_size, hidden_size), gain), ACTIVATIONS[activation]())
+            return nn.Sequential(*layer(num_inputs), *layer(hidden_size))
         self.actor, self.critic = tower(), tower()
         self.critic_linear = init(nn.Linear(hidden_size, 1))
 

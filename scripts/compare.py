@@ -2,8 +2,11 @@
 """Compare variants over seeds with the statistics the field asks for (Agarwal et al. 2021).
 
 Each ``--run LABEL=DIR[,DIR...]`` is one variant; each DIR one seed's log dir (as ``plot.py
---run``; globs allowed); the first label is the baseline. A run's score is the mean return of its
-last 10 training episodes (as ``benchmark.py``). Per env and label: the mean and the
+--run``; globs allowed); the first label is the baseline. A run's score is its ``--metric``
+(``a2c_ppo_acktr/run/metrics.py``): ``last10`` (default; the mean return of its last 10 training
+episodes, as ``benchmark.py``), ``last100``, ``final-det`` (its final deterministic evaluation)
+or ``max-eval`` (its evaluation where the label's seed-mean evaluation curve peaks). Per env and
+label: the mean and the
 interquartile mean (IQM), each with a 95% stratified bootstrap confidence interval, the number of
 seeds and, against the baseline, the probability of improvement P(label > baseline) (ties count
 one half) with its interval. With several envs, scores are normalized per env
@@ -26,7 +29,7 @@ from plot import expand_dirs, parse_run_spec
 
 from a2c_ppo_acktr.envs.episodes import load_run
 from a2c_ppo_acktr.errors import LogError
-from a2c_ppo_acktr.run import reference_scores, stats
+from a2c_ppo_acktr.run import metrics, reference_scores, stats
 from a2c_ppo_acktr.run.arguments import Parser
 from a2c_ppo_acktr.run.checks import count
 from curves import aggregate, env_filename, plot_curves
@@ -43,6 +46,10 @@ def build_parser() -> Parser:
                    help=f"the bootstrap's seed (default: {stats.SEED})")
     p.add_argument("--resamples", type=count, default=stats.RESAMPLES,
                    help=f"bootstrap resamples (default: {stats.RESAMPLES})")
+    p.add_argument("--metric", default="last10", choices=list(metrics.METRICS),
+                   help="how a run is scored: " + "; ".join(
+                       f"{name}: {what}" for name, what in metrics.METRICS.items())
+                   + " (default: last10)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--out", metavar="DIR",
                    help="write IQM learning curves (<env>.png) and performance profiles "
@@ -50,19 +57,25 @@ def build_parser() -> Parser:
     return p
 
 
-def load(specs: list[tuple[str, list[str]]]) -> dict[str, dict[str, list]]:
-    """``{env_id: {label: [(steps, returns), ...]}}``, in command-line order."""
+def load(specs: list[tuple[str, list[str]]]
+         ) -> tuple[dict[str, dict[str, list]], dict[str, dict[str, list[str]]]]:
+    """``{env_id: {label: [(steps, returns), ...]}}`` and ``{env_id: {label: [dir, ...]}}``, in
+    command-line order."""
     runs: dict[str, dict[str, list]] = {}
+    dirs: dict[str, dict[str, list[str]]] = {}
     for label, patterns in specs:
         for d in expand_dirs(patterns):
             steps, returns, env_id = load_run(d)
             runs.setdefault(env_id, {}).setdefault(label, []).append((steps, returns))
-    return runs
+            dirs.setdefault(env_id, {}).setdefault(label, []).append(d)
+    return runs, dirs
 
 
-def scores_of(runs: dict[str, dict[str, list]]) -> dict[str, dict[str, np.ndarray]]:
-    return {env: {label: np.array([stats.final_score(r) for _, r in rs]) for label, rs in by.items()}
-            for env, by in runs.items()}
+def scores_of(runs: dict[str, dict[str, list]], dirs: dict[str, dict[str, list[str]]],
+              metric: str = "last10") -> dict[str, dict[str, np.ndarray]]:
+    """Each run's ``metric`` score (``run/metrics.py``), as ``runs`` is laid out."""
+    return {env: {label: metrics.scores(metric, dirs[env][label], [r for _, r in rs])
+                  for label, rs in by.items()} for env, by in runs.items()}
 
 
 def normalized(scores: dict[str, dict[str, np.ndarray]], labels: list[str]
@@ -117,11 +130,11 @@ def digits(value: float) -> int:
 
 
 def tables(result: dict, base: str) -> str:
-    b = result["bootstrap"]
-    lines = [f"last-10 return; 95% stratified bootstrap intervals ({b['resamples']:,} resamples, "
-             f"seed {b['seed']})"]
+    b, metric = result["bootstrap"], result["metric"]
+    lines = [f"{metric} ({metrics.METRICS[metric]}); 95% stratified bootstrap intervals "
+             f"({b['resamples']:,} resamples, seed {b['seed']})"]
     for env, by in result["envs"].items():
-        what = f"normalized: {result['normalization']}" if env == ALL else "last-10 return"
+        what = f"{metric}, normalized: {result['normalization']}" if env == ALL else metric
         lines += ["", f"{'all envs' if env == ALL else env} ({what})", "",
                   f"| run | seeds | mean [95% CI] | IQM [95% CI] | P(run > {base}) [95% CI] |",
                   "|---|---|---|---|---|"]
@@ -134,9 +147,10 @@ def tables(result: dict, base: str) -> str:
 
 
 def figures(runs: dict[str, dict[str, list]], groups: dict[str, dict[str, list[np.ndarray]]],
-            out: str, resamples: int, seed: int) -> list[str]:
-    """IQM learning curves per env; the performance profiles where the scores share a scale (one
-    env, or all envs normalized)."""
+            out: str, resamples: int, seed: int, metric: str = "last10") -> list[str]:
+    """IQM learning curves per env (of the training episodes, titled with the runs' ``metric``);
+    the performance profiles of the ``metric`` scores where they share a scale (one env, or all
+    envs normalized)."""
     written = []
     for env, by in runs.items():
         curves = []
@@ -145,7 +159,8 @@ def figures(runs: dict[str, dict[str, list]], groups: dict[str, dict[str, list[n
                 curves.append((label, len(rs), aggregate(rs, band="iqm")))
             except ValueError as e:  # runs that do not overlap in env steps
                 raise LogError(f"{env}, {label}: {e}") from None
-        written.append(plot_curves(curves, os.path.join(out, env_filename(env)), env, band="iqm"))
+        written.append(plot_curves(curves, os.path.join(out, env_filename(env)),
+                                   f"{env} (runs scored by {metric})", band="iqm"))
     if len(groups) > 1 and ALL not in groups:
         return written  # several envs, each on its own scale
     key = ALL if ALL in groups else next(iter(groups))
@@ -153,8 +168,9 @@ def figures(runs: dict[str, dict[str, list]], groups: dict[str, dict[str, list[n
     taus = np.linspace(every.min(), every.max(), 101)
     profiles = [(label, sum(map(len, s)), (taus, *stats.profile_band(s, taus, resamples, seed)))
                 for label, s in groups[key].items()]
-    xlabel = "normalized score (tau)" if key == ALL else "last-10 return (tau)"
-    written.append(plot_curves(profiles, os.path.join(out, "profile.png"), "performance profile",
+    xlabel = f"normalized {metric} (tau)" if key == ALL else f"{metric} return (tau)"
+    written.append(plot_curves(profiles, os.path.join(out, "profile.png"),
+                               f"performance profile ({metric})",
                                band="ci", xlabel=xlabel,
                                ylabel="fraction of runs with score > tau"))
     return written
@@ -167,12 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--seed must be an integer from 0 to 2**32 - 1, got {args.seed}")
     labels = list(dict.fromkeys(label for label, _ in args.run))
     try:
-        runs = load(args.run)
-        groups, sources, why = grouped(scores_of(runs), labels)
-        result = report(groups, labels[0], args.resamples, args.seed)
+        runs, dirs = load(args.run)
+        groups, sources, why = grouped(scores_of(runs, dirs, args.metric), labels)
+        result = {"metric": args.metric, **report(groups, labels[0], args.resamples, args.seed)}
         if sources:
             result["normalization"] = sources
-        written = figures(runs, groups, args.out, args.resamples, args.seed) if args.out else []
+        written = (figures(runs, groups, args.out, args.resamples, args.seed, args.metric)
+                   if args.out else [])
     except LogError as e:
         print(f"compare.py: error: {e}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import glob
+import json
 import os
 from collections.abc import Sequence
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from a2c_ppo_acktr.envs.episodes import load_run
 from a2c_ppo_acktr.errors import LogError
+from a2c_ppo_acktr.evaluation import FINAL_EVAL_FILE
 from a2c_ppo_acktr.run import recipes, stats
 from a2c_ppo_acktr.run.checkpoint import CheckpointError, load_checkpoint
 from a2c_ppo_acktr.run.history import evaluate_checkpoint
@@ -49,7 +51,13 @@ def read_result(env: str, name: str, seed: int, steps: int, run_dir: str, rc: in
     if result["curve"] is not None:
         result["score"] = stats.final_score(result["curve"][1])
         checkpoints = glob.glob(os.path.join(run_dir, "models", "*", "*.pt"))
-        if len(checkpoints) == 1:
+        final = os.path.join(monitor_dirs[0], FINAL_EVAL_FILE)  # the run's own, if it made one
+        if os.path.exists(final):
+            with open(final) as f:
+                games = json.load(f)["returns"]
+            result["eval"] = float(np.mean(games))
+            result["eval_range"] = (min(games), max(games))
+        elif len(checkpoints) == 1:
             try:
                 games = evaluate_checkpoint(checkpoints[0], EVAL_EPISODES)
                 result["eval"] = float(np.mean(games))
@@ -104,9 +112,10 @@ def table(results: list[dict], thresholds: Sequence[float] = ()) -> str:
         if r["score"] is not None:
             groups.setdefault((r["env"], r["recipe"], r["steps"]), []).append(r)
     variants = any(r.get("baseline") for r in results)
-    lines = [f"| env | recipe | steps | seeds | last-{stats.LAST_EPISODES} return, mean ± std over seeds "
-             "| IQM [95% CI] " + ("| P(variant > recipe) [95% CI] " if variants else "")
-             + f"| per seed | final policy, deterministic ({EVAL_EPISODES} episodes), per seed "
+    lines = ["| env | recipe | steps | seeds | last10: mean ± std over seeds "
+             "| last10: IQM [95% CI] " + ("| last10: P(variant > recipe) [95% CI] " if variants
+                                          else "")
+             + f"| last10, per seed | final-det ({EVAL_EPISODES} episodes), per seed "
              "| wall time per run | fps |" + "".join(f" steps (training time) to {t:g}, per seed |"
                                                      for t in thresholds),
              "|---|---|---|---|---|---|" + "---|" * (3 + variants + len(thresholds))]

@@ -104,3 +104,40 @@ def test_inline_evaluations_evaluate_now_with_the_statistics_of_then():
     assert evaluations.evaluations("policy", 3, 32) == [
         {"update": 3, "timesteps": 32, "episodes": 2, "mean_return": 2.0, "std_return": 1.0}]
     assert seen == [("policy", {"n": 2})]
+
+
+def test_the_final_evaluation_plays_one_episode_on_each_env_as_gymnasium_does(tmp_path):
+    """final_eval.json holds, for env i seeded ``seed + FINAL_EVAL_SEED + i``, the return of one
+    deterministic episode, as a manual loop over gymnasium's own env gives (normalization frozen
+    at the training statistics, which the manual loop applies by hand)."""
+    import json
+
+    import numpy as np
+
+    from a2c_ppo_acktr.evaluation import FINAL_EVAL_SEED, final_evaluation
+    train = make_vec_envs("CartPole-v1", 0, 2, 0.99, None, "cpu", False, vec_env="dummy")
+    train.reset()
+    for _ in range(30):
+        train.step(torch.randint(0, 2, (2, 1)))
+    norm = get_vec_normalize(train)
+    stats, mean, var, eps, clip = norm.state_dict(), norm.ob_rms.mean, norm.ob_rms.var, \
+        norm.epsilon, norm.clip_obs
+    train.close()
+    policy = fixed_policy()
+    result = final_evaluation(policy, stats, 1234, 3, str(tmp_path), "CartPole-v1", 7, "cpu")
+    assert json.loads((tmp_path / "final_eval.json").read_text()) == result
+    manual = []
+    for i in range(3):
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=7 + FINAL_EVAL_SEED + i)
+        total, done = 0.0, False
+        while not done:
+            x = np.clip((obs - mean) / np.sqrt(var + eps), -clip, clip).astype(np.float32)
+            with torch.inference_mode():
+                _, action, _, _ = policy.act(torch.as_tensor(x)[None], torch.zeros(1, 1),
+                                             torch.ones(1, 1), deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            total, done = total + reward, terminated or truncated
+        manual.append(total)
+    assert result["returns"] == manual and result["timesteps"] == 1234
+    assert result["mean_return"] == pytest.approx(np.mean(manual))

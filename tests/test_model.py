@@ -219,3 +219,44 @@ def test_a_setting_of_one_base_given_to_another_is_one_line_naming_flag_and_base
         make_policy((4, 84, 84), spaces.Discrete(2), kwargs)
     assert str(e.value) == ("--dropout: not taken by CNNBase, the base for observations of shape "
                             "(4, 84, 84)")
+
+
+def test_layer_norm_normalizes_each_hidden_layer_before_its_activation():
+    """--layer-norm: each tower is Linear, LayerNorm, tanh, twice; its output is F.layer_norm's
+    of the linear maps, computed by hand."""
+    torch.manual_seed(0)
+    base = MLPBase(5, hidden_size=8, layer_norm=True)
+    kinds = [type(m) for m in base.actor]
+    assert kinds == [nn.Linear, nn.LayerNorm, nn.Tanh, nn.Linear, nn.LayerNorm, nn.Tanh]
+    x = torch.randn(3, 5)
+    h = x
+    for linear in (base.actor[0], base.actor[3]):
+        h = torch.tanh(nn.functional.layer_norm(linear(h), (8,)))
+    torch.testing.assert_close(base(x, torch.zeros(3, 1), torch.ones(3, 1))[1], h)
+    from a2c_ppo_acktr.run.arguments import get_config
+    assert policy_kwargs(get_config(["--layer-norm"]).policy)["base_kwargs"]["layer_norm"] is True
+
+
+def test_layer_norm_on_images_is_one_line():
+    with pytest.raises(ConfigError, match="--layer-norm: not taken by CNNBase"):
+        make_policy((4, 84, 84), spaces.Discrete(2),
+                    {"base_kwargs": {"recurrent": False, "layer_norm": True}})
+
+
+def test_rpo_noise_shifts_the_gaussian_mean_by_uniform_noise_in_evaluate_actions():
+    """evaluate_actions(mean_noise=A): torch.distributions.Normal(mean + U(-A, A), std)'s
+    log-probabilities, the noise drawn from the generator given; 0 leaves them as they were."""
+    torch.manual_seed(0)
+    policy = Policy((4,), spaces.Box(-1, 1, (2,), np.float32), log_std_init=-0.5)
+    obs, actions = torch.randn(6, 4), torch.randn(6, 2)
+    hxs, masks = torch.zeros(6, 1), torch.ones(6, 1)
+    _, plain, _, _ = policy.evaluate_actions(obs, hxs, masks, actions)
+    _, noisy, _, _ = policy.evaluate_actions(obs, hxs, masks, actions, 0.5,
+                                             torch.Generator().manual_seed(3))
+    _, features, _ = policy.forward_base(obs, hxs, masks)
+    mean, std = policy.dist.fc_mean(features), policy.dist.logstd.exp()
+    noise = torch.empty_like(mean).uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(3))
+    for out, shift in ((plain, 0.0), (noisy, noise)):
+        expected = torch.distributions.Normal(mean + shift, std).log_prob(actions).sum(-1, keepdim=True)
+        torch.testing.assert_close(out, expected)
+    assert not torch.allclose(plain, noisy) and noise.abs().max() <= 0.5

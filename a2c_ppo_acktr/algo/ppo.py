@@ -27,7 +27,8 @@ class PPO(BaseAgent):
     ``KL_LR_FACTOR`` if the epoch's mean ``approx_kl`` exceeded 2 * ``desired_kl``, multiplied by
     it if under half, within [``KL_MIN_LR``, ``KL_MAX_LR``]. ``lr_decay_horizon``: linear decay to
     0 at that many env steps. ``recompute_advantages``: values, returns and advantages again before
-    each epoch after the first (``RolloutStorage.recompute_returns``; feed-forward only). With
+    each epoch after the first (``RolloutStorage.recompute_returns``; feed-forward only). ``rpo_alpha``:
+    RPO's U(-rpo_alpha, rpo_alpha) noise on a Gaussian's mean in the loss (``Policy.evaluate_actions``). With
     ``Policy(value_norm=True)`` the value loss is in the head's units. ``update`` returns the means
     over its minibatches of ``STATS``, ``approx_kl`` being E[(r - 1) - log r]. The options' sources:
     docs/details.md, "Flags and run files". ``generator`` draws the minibatches (None: torch's
@@ -40,7 +41,7 @@ class PPO(BaseAgent):
                  max_grad_norm: float | None = None, use_clipped_value_loss: bool = True,
                  advantage_norm: str = "batch", desired_kl: float | None = None,
                  lr_decay_horizon: int | None = None,
-                 recompute_advantages: bool = False,
+                 recompute_advantages: bool = False, rpo_alpha: float = 0.0,
                  generator: torch.Generator | None = None) -> None:
         if advantage_norm not in ADVANTAGE_NORMS:
             raise ConfigError(f"unknown advantage_norm {advantage_norm!r}; expected one of "
@@ -53,6 +54,7 @@ class PPO(BaseAgent):
                               "one's values depend on hidden states kept from the old weights")
         self.advantage_norm = advantage_norm
         self.recompute_advantages = recompute_advantages
+        self.rpo_alpha = rpo_alpha
         self.actor_critic = actor_critic
         self.clip_param = clip_param
         self.ppo_epoch = ppo_epoch
@@ -112,8 +114,9 @@ class PPO(BaseAgent):
 
     def loss(self, b: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
         """PPO's loss on one minibatch -> the loss to minimise, and (detached) its ``STATS``."""
+        rpo = (self.rpo_alpha, self.generator) if self.rpo_alpha else ()  # off: the original's call
         values, action_log_probs, dist_entropy, _ = self.actor_critic.evaluate_actions(
-            b.obs, b.recurrent_hidden_states, b.masks, b.actions)
+            b.obs, b.recurrent_hidden_states, b.masks, b.actions, *rpo)
 
         log_ratio = action_log_probs - b.old_action_log_probs
         ratio = torch.exp(log_ratio)

@@ -94,6 +94,12 @@ class AlgoConfig:
         "feed-forward policies only (default: once per update)", algos=PPO,
         unused="recomputes them between PPO's epochs; --algo {algo} has no epochs", group=LOSS,
         at=54)
+    rpo_alpha: float = flag(
+        0.0, "PPO: Robust Policy Optimization (Rahman & Xue 2022, CleanRL's ppo_rpo): in the "
+        "update, the Gaussian's mean is shifted by noise drawn uniformly from [-A, A] before the "
+        "log-probabilities of the taken actions are computed (default: 0, off)",
+        takes=NON_NEGATIVE, metavar="A", algos=PPO, unused="perturbs PPO's update", group=LOSS,
+        at=71)
     use_clipped_value_loss: bool = flag(
         False, "PPO: plain squared value error instead of the original's value loss clipped by "
         "--clip-param (SB3's default)", dest="no_clipped_value_loss", to_field=operator.not_,

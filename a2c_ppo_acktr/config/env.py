@@ -105,6 +105,9 @@ class PolicyConfig:
         # the initial std is e^x: e^±20 is past any action scale (float32 variances overflow at 44)
         takes=Takes(-20, 20, "in [-20, 20] (a standard deviation e^-20 to e^20)"), group=LOSS,
         at=49)
+    layer_norm: bool = flag(
+        False, "MLP: a LayerNorm after each hidden layer's linear map, before its activation "
+        "(default: off)", group=LOSS, at=72)
     action_mean_gain: float = flag(
         1.0, "orthogonal-init gain of the layer giving the mean of Box (Gaussian) actions "
         "(default: 1, the original's; SB3 and CleanRL use 0.01)", takes=POSITIVE, group=LOSS,

@@ -60,6 +60,11 @@ class RunConfig:
         may_change=OUTPUT)
     eval_interval: Optional[int] = flag(None, "eval interval, one eval per n updates (default: "
                                         "None)", takes=COUNT, at=21, may_change=OUTPUT)
+    final_eval_episodes: int = flag(
+        10, "at the run's end, play N episodes deterministically with the normalization frozen, "
+        "each on its own env, into <log dir of the run>/final_eval.json (compare.py --metric "
+        "final-det); 0 turns it off (default: 10)", takes=COUNT_0, metavar="N", at=70,
+        may_change=OUTPUT)
     log_dir: str = flag("/tmp/gym", "directory for monitor files and the scalar log (default: "
                         "/tmp/gym)", nonempty=True, absolute=True, at=24,
                         may_change="the run's files were moved")

@@ -20,7 +20,7 @@ from a2c_ppo_acktr.algo.agent import RewardModel, Stateful
 from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig, PolicyConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
-from a2c_ppo_acktr.evaluation import Evaluations, InlineEvaluations, evaluate
+from a2c_ppo_acktr.evaluation import Evaluations, InlineEvaluations, evaluate, final_evaluation
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.checkpoint import RESERVED, RunPaths, check_checkpoint, component_states
@@ -258,3 +258,17 @@ def build_evaluations(cfg: Config, paths: RunPaths, collector: Collector,
                                     eval_log_dir=paths.eval_dir, device=device,
                                     **cfg.env.options)
     return InlineEvaluations(evaluate_fn, lambda: collector.obs_rms)
+
+
+def build_final_evaluation(cfg: Config, paths: RunPaths, collector: Collector,
+                           device: torch.device) -> Optional[Callable[[Policy, int], dict]]:
+    """``--final-eval-episodes``' evaluation at the run's end, in this process with the
+    statistics of the rollout last collected: (policy, env steps) -> its result; None when 0."""
+    episodes = cfg.run.final_eval_episodes
+    if not episodes:
+        return None
+
+    def final(policy: Policy, env_steps: int) -> dict:
+        return final_evaluation(policy, collector.obs_rms, env_steps, episodes, paths.log_dir,
+                                cfg.env.env_name, cfg.env.seed, device, **cfg.env.options)
+    return final

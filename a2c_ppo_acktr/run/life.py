@@ -66,6 +66,8 @@ class Run:
     settings: RunConfig         # the intervals, --save-history and --compile
     logs: list                  # [progress.csv, eval.csv or None] on the lead, else []
     tracker: Optional[Tracker] = None  # --track: the W&B run, on the lead
+    # --final-eval-episodes: (policy, env steps) -> final_eval.json's dict; None: none
+    final_eval: Optional[Callable[[Policy, int], dict]] = None
     created: list = field(default_factory=list)  # the directories made for it (abandon)
     saved_steps: Optional[int] = None  # the env steps of its checkpoint; None while it has none
 
@@ -185,8 +187,15 @@ class Run:
             self.logs[1].log(row, row["timesteps"])
 
     def done(self) -> int:
-        """The run trained all its updates: its last line, -> 0."""
+        """The run trained all its updates: its final evaluation (the lead's), its last line,
+        -> 0."""
         self.finished = True
+        if self.lead and self.final_eval is not None:
+            self.progress.clear()
+            result = self.final_eval(self.actor_critic, self.env_steps)
+            self.say(f" Final evaluation: mean reward {result['mean_return']:.5f} over "
+                     f"{result['episodes']} episodes (deterministic, normalization frozen)",
+                     sys.stdout)
         if self.paths.checkpoint and self.saved_steps is not None:  # (the lead's: it saves)
             self.say(f"done: {self.env_steps:,} steps; checkpoint {self.paths.checkpoint} "
                      f"({self.saved_steps:,} steps)", sys.stdout)

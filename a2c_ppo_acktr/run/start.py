@@ -30,7 +30,13 @@ from a2c_ppo_acktr.errors import (
     program,
 )
 from a2c_ppo_acktr.run.arguments import fail, warn
-from a2c_ppo_acktr.run.build import build_collector, build_evaluations, build_run, run_components
+from a2c_ppo_acktr.run.build import (
+    build_collector,
+    build_evaluations,
+    build_final_evaluation,
+    build_run,
+    run_components,
+)
 from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths
 from a2c_ppo_acktr.run.config import write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
@@ -208,4 +214,5 @@ def start(cfg: Config, stop: StopRequest) -> Run:
                steps_per_update, evaluator, stop=stop, ddp=ddp,
                state=functools.partial(checkpoint_state, cfg, components, collector),
                settings=cfg.run, logs=logs, tracker=tracker, created=created,
-               saved_steps=env_steps if resumed else None)
+               saved_steps=env_steps if resumed else None,
+               final_eval=build_final_evaluation(cfg, paths, collector, device))

@@ -183,3 +183,27 @@ def test_ppo_learns_multidiscrete_actions(tmp_path):
     returns = load_run(str(tmp_path / "logs"))[1]
     assert returns[:20].mean() < 10 and returns[-20:].mean() > 17, (returns[:20].mean(),
                                                                     returns[-20:].mean())
+
+
+def test_rpo_alpha_reaches_the_loss_as_evaluate_actions_mean_noise(monkeypatch):
+    """--rpo-alpha A: PPO's loss asks evaluate_actions for RPO's noise A, with its generator."""
+    import numpy as np
+
+    from a2c_ppo_acktr.run.arguments import get_config
+    from a2c_ppo_acktr.run.build import make_agent
+
+    cfg = get_config(["--algo", "ppo", "--env-name", "Pendulum-v1", "--rpo-alpha", "0.5",
+                      "--num-mini-batch", "2"])
+    space = spaces.Box(-2, 2, (1,), np.float32)
+    policy = Policy((3,), space)
+    generator = torch.Generator().manual_seed(0)
+    agent = make_agent(cfg.algo, policy, generator)
+    assert isinstance(agent, PPO) and agent.rpo_alpha == 0.5
+    seen = []
+    real = policy.evaluate_actions
+    monkeypatch.setattr(policy, "evaluate_actions",
+                        lambda *a, **k: seen.append(a[4:]) or real(*a, **k))
+    storage = RolloutStorage(4, 2, (3,), space, 1)
+    storage.returns.normal_()
+    agent.update(storage)
+    assert seen and all(s == (0.5, generator) for s in seen)
