@@ -71,6 +71,21 @@ def load(specs: list[tuple[str, list[str]]]
     return runs, dirs
 
 
+def warn_of(runs: dict[str, dict[str, list]]) -> None:
+    """One line on stderr for each label whose runs end far apart (their last-10 returns are of
+    different points of training) or that has one seed (an interval needs several)."""
+    for env, by in runs.items():
+        for label, rs in by.items():
+            ends = [int(steps[-1]) for steps, _ in rs]
+            if min(ends) < 0.9 * max(ends):
+                print(f"compare.py: warning: {label} on {env} mixes run lengths ({min(ends):,} to "
+                      f"{max(ends):,} steps): its scores are of different points of training",
+                      file=sys.stderr)
+            if len(rs) == 1:
+                print(f"compare.py: warning: {label} on {env} has one seed: its intervals are that "
+                      "run's score; intervals need several seeds", file=sys.stderr)
+
+
 def scores_of(runs: dict[str, dict[str, list]], dirs: dict[str, dict[str, list[str]]],
               metric: str = "last10") -> dict[str, dict[str, np.ndarray]]:
     """Each run's ``metric`` score (``run/metrics.py``), as ``runs`` is laid out."""
@@ -184,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     labels = list(dict.fromkeys(label for label, _ in args.run))
     try:
         runs, dirs = load(args.run)
+        warn_of(runs)
         groups, sources, why = grouped(scores_of(runs, dirs, args.metric), labels)
         result = {"metric": args.metric, **report(groups, labels[0], args.resamples, args.seed)}
         if sources:

@@ -12,7 +12,8 @@ Examples::
     python scripts/episodes.py 'ale, seed 1=logs/ppo/PongNoFrameskip-v4_seed1' --windows 0 500000 1000000
     python scripts/episodes.py 'shmem=runs/s1,runs/s2' --by-score -21 -20 -10 0 10 21.5
 
-Several dirs under one label are pooled (their episodes together). Prints markdown tables; a
+Several dirs under one label, or a log dir of several seeds, are pooled (their episodes
+together), one row per env. Prints markdown tables; a
 missing or empty run is one line on stderr and exit status 2.
 """
 from __future__ import annotations
@@ -39,10 +40,15 @@ def build_parser() -> Parser:
     return p
 
 
-def pooled(dirs: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(end step, score, length) of every episode of the runs in ``dirs``."""
-    runs = [load_episodes(d)[:3] for d in expand_dirs(dirs)]
-    return tuple(np.concatenate(parts) for parts in zip(*runs))  # type: ignore[return-value]
+def pooled(label: str, dirs: list[str]) -> list[tuple[str, tuple[np.ndarray, ...]]]:
+    """Per env of the runs in ``dirs``: its row's label (``label``, with the env's id where they
+    hold several) and (end step, score, length) of every episode of its runs."""
+    by_env: dict[str, list] = {}
+    for d in expand_dirs(dirs):
+        steps, scores, lengths, env_id = load_episodes(d)
+        by_env.setdefault(env_id, []).append((steps, scores, lengths))
+    return [(f"{label} [{env}]" if len(by_env) > 1 else label,
+             tuple(np.concatenate(parts) for parts in zip(*runs))) for env, runs in by_env.items()]
 
 
 def window_cell(scores: np.ndarray, lengths: np.ndarray) -> str:
@@ -66,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--{name.replace('_', '-')} takes 2 or more increasing edges, got "
                     f"{' '.join(f'{e:g}' for e in edges)}")
     try:
-        data = [(label, pooled(dirs)) for label, dirs in args.runs]
+        data = [row for label, dirs in args.runs for row in pooled(label, dirs)]
     except LogError as e:
         print(f"episodes.py: error: {e}", file=sys.stderr)
         return 2

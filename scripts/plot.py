@@ -27,7 +27,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from a2c_ppo_acktr.envs.episodes import load_run
+from a2c_ppo_acktr.envs.episodes import load_run, run_dirs
 from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run.checkpoint import CheckpointError
 from a2c_ppo_acktr.run.history import evaluate_history, history_curve
@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=positive_int, default=10,
                    help="--history: deterministic episodes per checkpoint (default: 10)")
     out = p.add_mutually_exclusive_group(required=True)
-    out.add_argument("--out", metavar="PATH.png", help="write a single figure with all curves")
+    out.add_argument("--out", metavar="PATH.png",
+                     help="write one figure with all curves (of several envs: PATH_<env>.png each)")
     out.add_argument(
         "--out-dir",
         metavar="DIR",
@@ -128,22 +129,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def expand_dirs(patterns: list[str]) -> list[str]:
-    """Expand glob patterns among ``patterns`` into sorted directory lists.
+    """The run directories ``patterns`` name, in order: globs expanded, and a log dir holding
+    several runs (seeds, envs: ``run_dirs``) expanded into them.
 
-    Literal paths are kept as given (and checked later by ``load_run``). A
-    pattern matching no directory raises ``LogError``.
+    A pattern matching no directory, a missing dir or one without runs raises ``LogError``; a
+    run named twice counts once, with a warning.
     """
-    out: list[str] = []
+    out: dict[str, str] = {}  # real path -> the run's dir as named
     for p in patterns:
         if any(c in p for c in GLOB_CHARS):
             matches = sorted(d for d in glob.glob(p) if os.path.isdir(d))
             if not matches:
                 raise LogError(f"no run directories match {p}")
-            out.extend(matches)
         else:
-            out.append(p)
-    # drop duplicates, keep order
-    return list(OrderedDict.fromkeys(out))
+            matches = [p]
+        for run in (run for d in matches for run in run_dirs(d)):
+            if os.path.realpath(run) in out:
+                print(f"warning: {run} is named twice ({', '.join(patterns)}); counted once",
+                      file=sys.stderr)
+            out.setdefault(os.path.realpath(run), run)
+    return list(out.values())
 
 
 def collect(
@@ -208,24 +213,22 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as e:
                 raise LogError(str(e)) from None
 
-        if args.out_dir:
+        stem, ext = os.path.splitext(args.out or "")
+        if args.out_dir or len(groups) > 1:  # envs on their own scales: one figure per env
             for env_id, by_label in groups.items():
                 curves = [(lbl, len(runs), agg(runs)) for lbl, runs in by_label.items()]
-                curves += histories
                 title = f"{args.title}: {env_id}" if args.title else env_id
-                path = os.path.join(args.out_dir, env_filename(env_id))
-                written.append(plot_curves(curves, path, title, args.xmax, args.band))
-            if histories and not groups:  # histories only: one figure of them
-                path = os.path.join(args.out_dir, "policy_history.png")
-                written.append(plot_curves(list(histories), path, args.title or "policy history",
-                                           args.xmax, args.band))
-        else:
-            multi_env = len(groups) > 1
+                path = (os.path.join(args.out_dir, env_filename(env_id)) if args.out_dir
+                        else f"{stem}_{env_filename(env_id)[:-len('.png')]}{ext}")  # <out>_<env>
+                written.append(plot_curves(curves + histories, path, title, args.xmax, args.band))
+        if not groups and args.out_dir:  # histories only: one figure of them
+            path = os.path.join(args.out_dir, "policy_history.png")
+            written.append(plot_curves(list(histories), path, args.title or "policy history",
+                                       args.xmax, args.band))
+        elif len(groups) <= 1 and args.out:
             curves = list(histories)
-            for env_id, by_label in groups.items():
-                for lbl, runs in by_label.items():
-                    name = f"{lbl} [{env_id}]" if multi_env else lbl
-                    curves.append((name, len(runs), agg(runs)))
+            for by_label in groups.values():
+                curves += [(lbl, len(runs), agg(runs)) for lbl, runs in by_label.items()]
             title = args.title or ", ".join(groups) or "policy history"
             written.append(plot_curves(curves, args.out, title, args.xmax, args.band))
     except (LogError, CheckpointError) as e:

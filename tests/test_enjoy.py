@@ -278,7 +278,9 @@ def test_load_dir_forms_and_choosing_among_several(capsys, tmp_path, cartpole):
     assert "several checkpoints for CartPole-v1" in err and "--algo, --train-seed" in err
     assert all(str(p) in err for p in (seed1, models / "a2c" / "CartPole-v1_seed2.pt",
                                        models / "ppo" / "CartPole-v1.pt"))
-    assert "several" in fail(capsys, "--env-name", "CartPole-v1", "--load-dir", str(models / "a2c"))
+    _, out = play(capsys, "--env-name", "CartPole-v1", "--load-dir", str(models / "a2c"),
+                  "--max-steps", "3")  # seeds of one algo: the newest, the others named
+    assert "CartPole-v1_seed2.pt" in out and "the newest of --train-seed 1, 2" in out, out
     assert "unrecognized arguments: --train-sed 2 (see --help)" in fail(
         capsys, "--env-name", "CartPole-v1", "--load-dir", str(models), "--train-sed", "2")
     for choice, chosen in [(["--load-dir", str(models / "a2c"), "--train-seed", "2"],

@@ -2,7 +2,8 @@
 
 The commands of the fenced ``bash`` blocks run one after another in one fresh directory, as a
 user going through the README would run them (later commands use what earlier ones made: an
-expert file, a checkpoint to resume or watch, logs to plot). The only changes: training runs are
+expert file, a checkpoint to resume or watch, logs to plot); the set-up command runs for seeds
+1-3, so that those read a log dir of three seeds. The only changes: training runs are
 cut to one update (``--num-env-steps``; each resume of a run, one more), and main.py's default
 ``--log-dir /tmp/gym`` becomes one inside that directory. A command followed by a comment line
 ``# main.py: error: ...`` must fail with exit status 2 and that line on stderr, with no traceback.
@@ -36,6 +37,9 @@ SLOW = ("HalfCheetah", "Walker2d", "Hopper", "Ant-v5", "Humanoid", "Pong", "--nu
 # More than one update: the set-up command's policy is the GAIL expert, and GAIL subsamples every
 # 20th step of its episodes, so they must last longer than a one-update policy's (~10 steps).
 UPDATES = {"logs/ppo-cartpole": 20, "logs/history": 10}  # --save-history 10: one copy
+# Run again with these --seed values, as a user checking the set-up command's seeds 1-3 does: the
+# later commands then read a log dir and a save dir of three seeds.
+SEEDS = {"logs/ppo-cartpole": (2, 3)}
 RAY = ("--num-workers", "logs/ppo-cartpole-ray")
 
 
@@ -185,18 +189,22 @@ def run_chain(tmp_path, slow):
             if not _runnable(argv) or _slow(argv) != slow or _needs_missing_ray(argv):
                 continue
             resumed += "--resume" in argv  # each resume of a run trains one update more
-            cmd, extra_env = shorten(list(argv), str(tmp_path), resumed if "--resume" in argv else 0)
-            began = time.perf_counter()
-            proc = subprocess.run(cmd, cwd=tmp_path, env={**env, **extra_env},
-                                  capture_output=True, text=True, timeout=600)
-            times.append((time.perf_counter() - began, shlex.join(argv)[:100]))
-            shown = f"README block at line {start}: {shlex.join(argv)}\n{proc.stderr[-3000:]}"
-            if expected is None:
-                assert proc.returncode == 0, shown
-            else:
-                assert proc.returncode == 2, shown
-                assert proc.stderr.strip().startswith(expected), shown
-                assert "Traceback" not in proc.stderr, shown
+            log_dir = argv[argv.index("--log-dir") + 1] if "--log-dir" in argv else None
+            for seed in [None, *SEEDS.get(log_dir, ())]:
+                seeded = argv + ["--seed", str(seed)] if seed else argv
+                cmd, extra_env = shorten(list(seeded), str(tmp_path),
+                                         resumed if "--resume" in argv else 0)
+                began = time.perf_counter()
+                proc = subprocess.run(cmd, cwd=tmp_path, env={**env, **extra_env},
+                                      capture_output=True, text=True, timeout=600)
+                times.append((time.perf_counter() - began, shlex.join(seeded)[:100]))
+                shown = f"README block at line {start}: {shlex.join(seeded)}\n{proc.stderr[-3000:]}"
+                if expected is None:
+                    assert proc.returncode == 0, shown
+                else:
+                    assert proc.returncode == 2, shown
+                    assert proc.stderr.strip().startswith(expected), shown
+                    assert "Traceback" not in proc.stderr, shown
     for seconds, command in times:
         print(f"{seconds:6.1f} s  {command}")
     return times

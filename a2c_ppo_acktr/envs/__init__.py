@@ -7,12 +7,14 @@ Layers, innermost first (``make_vec_envs`` builds the whole stack)::
     shmem.ShmemVecEnv
     ale.AleVecEnv            or: Atari in ALE's C++ vector env, frames stacked there
     native.NativeVecEnv      or: an id's own vector entry point (CartPole)
+    envpool.EnvpoolVecEnv    or: MuJoCo ids in EnvPool's C++ envs (the .[envpool] extra)
     normalize.VecNormalize   running obs / discounted-return normalization (vector obs only),
                              the statistics in its base ``Normalizer``
     torch_vec.VecPyTorch     numpy <-> torch on ``device``
     torch_vec.VecPyTorchFrameStack   frame stacking on ``device`` (images, or when asked; not ale)
 """
 from a2c_ppo_acktr.envs.ale import AleVecEnv
+from a2c_ppo_acktr.envs.envpool import EnvpoolVecEnv
 from a2c_ppo_acktr.envs.make import VEC_ENV_KINDS, frame_channels, make_vec_envs
 from a2c_ppo_acktr.envs.native import NativeVecEnv
 from a2c_ppo_acktr.envs.normalize import (
@@ -30,8 +32,8 @@ from a2c_ppo_acktr.envs.torch_vec import TorchVecEnv, VecPyTorch, VecPyTorchFram
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 __all__ = [
-    "VEC_ENV_KINDS", "AleVecEnv", "DummyVecEnv", "NativeVecEnv", "Normalizer", "RunningMeanStd",
-    "ShmemVecEnv", "TorchVecEnv",
+    "VEC_ENV_KINDS", "AleVecEnv", "DummyVecEnv", "EnvpoolVecEnv", "NativeVecEnv", "Normalizer",
+    "RunningMeanStd", "ShmemVecEnv", "TorchVecEnv",
     "VecEnv", "VecEnvWrapper", "VecNormalize", "VecPyTorch", "VecPyTorchFrameStack",
     "check_env_kwargs", "frame_channels", "get_vec_normalize", "make_env", "make_vec_envs",
     "merge_normalizer", "normalizer_delta", "normalizer_state", "to_device",

@@ -12,7 +12,9 @@ one row per finished episode: return, length, wall time in seconds since ``t_sta
 import csv
 import glob
 import json
+import math
 import os
+import re
 import sys
 import time
 from collections import OrderedDict
@@ -84,27 +86,48 @@ MONITOR_PATTERN = "*monitor.csv"
 UNKNOWN_ENV = "unknown"
 
 
+SEED_SUFFIX = re.compile(r"_seed\d+$")  # main.py's run dir: <log-dir>/<algo>/<env>_seed<seed>
+
+
+def run_dirs(log_dir: str) -> list[str]:
+    """The runs ``log_dir`` names, sorted: itself where it holds monitor files, else each run
+    below it (main.py's ``<log-dir>/<algo>/<env>_seed<seed>/``; ``eval/`` files are not training
+    episodes): the seeds of an env, and other envs beside them. Raises ``LogError`` if the dir does
+    not exist, holds no monitor files, or holds one env's runs under several dirs (several
+    ``--algo``: variants to be named apart, not seeds)."""
+    if not os.path.isdir(log_dir):
+        raise LogError(f"run directory not found: {log_dir}")
+    if glob.glob(os.path.join(glob.escape(log_dir), MONITOR_PATTERN)):
+        return [log_dir]
+    below = glob.glob(os.path.join(glob.escape(log_dir), "**", MONITOR_PATTERN), recursive=True)
+    runs = sorted({os.path.dirname(f) for f in below
+                   if os.path.basename(os.path.dirname(f)) != "eval" and os.path.isfile(f)})
+    if not runs:
+        raise LogError(f"no *.monitor.csv files in {log_dir}")
+    parents: dict[str, set] = {}  # env (the run dir's name without its seed) -> where its runs are
+    for run in runs:
+        parents.setdefault(SEED_SUFFIX.sub("", os.path.basename(run)), set()).add(
+            os.path.dirname(run))
+    for env, where in parents.items():
+        if len(where) > 1:
+            raise LogError(f"{log_dir} holds runs of {env} in {', '.join(sorted(where))}: "
+                           "variants, not seeds of one; give each its own label")
+    return runs
+
+
 def monitor_files(log_dir: str) -> list[str]:
     """Return the sorted ``*monitor.csv`` files of the run in ``log_dir``.
 
     ``log_dir`` is a run's own directory, or a ``--log-dir`` that main.py put exactly one run
-    under (``<log-dir>/<algo>/<env>_seed<seed>/``). Evaluation files (``eval/``) are not training
-    episodes and are left out. Raises ``LogError`` if the dir does not exist, holds no monitor
-    files, or holds several runs (they are to be named one by one).
+    under (``run_dirs``). Raises ``LogError`` if the dir does not exist, holds no monitor files,
+    or holds several runs (they are to be named one by one).
     """
-    if not os.path.isdir(log_dir):
-        raise LogError(f"run directory not found: {log_dir}")
-    files = sorted(glob.glob(os.path.join(glob.escape(log_dir), MONITOR_PATTERN)))
-    if not files:
-        below = glob.glob(os.path.join(glob.escape(log_dir), "**", MONITOR_PATTERN),
-                          recursive=True)
-        runs = sorted({os.path.dirname(f) for f in below
-                       if os.path.basename(os.path.dirname(f)) != "eval"})
-        if len(runs) > 1:
-            raise LogError(f"{log_dir} holds several runs: {', '.join(runs)}; name one, or "
-                             "join them with commas for a mean and band")
-        files = sorted(f for f in below if runs and os.path.dirname(f) == runs[0])
-    files = [f for f in files if os.path.isfile(f)]
+    runs = run_dirs(log_dir)
+    if len(runs) > 1:
+        raise LogError(f"{log_dir} holds several runs: {', '.join(runs)}; name one, or "
+                       "join them with commas for a mean and band")
+    files = sorted(f for f in glob.glob(os.path.join(glob.escape(runs[0]), MONITOR_PATTERN))
+                   if os.path.isfile(f))
     if not files:
         raise LogError(f"no *.monitor.csv files in {log_dir}")
     return files
@@ -130,17 +153,26 @@ def read_monitor_file(path: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarr
             missing = {"r", "l", "t"} - set(reader.fieldnames or [])
             if missing:
                 raise LogError(f"monitor file {path} lacks column(s) {sorted(missing)}")
-            r, l, t = [], [], []
+            r, l, t, skipped = [], [], [], []
             for row in reader:
                 if not row or row.get("r") in (None, ""):
                     continue  # blank / truncated trailing line
-                r.append(float(row["r"]))
-                l.append(float(row["l"]))
-                t.append(float(row["t"]))
+                try:
+                    values = [float(row[k]) for k in "rlt"]
+                except (TypeError, ValueError):  # a cut line, a row of text
+                    values = [math.nan]
+                if not all(map(math.isfinite, values)):
+                    skipped.append(reader.line_num + 1)  # the file's line: the JSON one first
+                    continue
+                r.append(values[0])
+                l.append(values[1])
+                t.append(values[2])
     except OSError as e:
         raise LogError(f"cannot read {path}: {e.strerror}") from None
-    except ValueError as e:
-        raise LogError(f"bad number in {path}: {e}") from None
+    if skipped:  # one line per file, as plot, compare and episodes read on
+        print(f"warning: {path}: skipped {len(skipped)} rows that are no finite r,l,t numbers "
+              f"(line {', '.join(map(str, skipped[:3]))}{', ...' if len(skipped) > 3 else ''})",
+              file=sys.stderr)
     t_start = float(header.get("t_start", 0.0) or 0.0)
     return header, np.asarray(r), np.asarray(l), np.asarray(t) + t_start
 

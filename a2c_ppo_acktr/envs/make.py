@@ -4,6 +4,7 @@ import torch
 from gymnasium.envs.registration import EnvSpec
 
 from a2c_ppo_acktr.envs.ale import SUPPORTED_KWARGS, AleVecEnv, ale_vector_available
+from a2c_ppo_acktr.envs.envpool import EnvpoolVecEnv, envpool_kwargs
 from a2c_ppo_acktr.envs.native import NativeVecEnv, has_native
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
@@ -14,7 +15,7 @@ from a2c_ppo_acktr.envs.watch import watch
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import space_shape
 
-VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native")
+VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native", "envpool")
 _announced: set[tuple[str, str]] = set()
 
 
@@ -41,7 +42,7 @@ def _announce(env_name: str, kind: str, why: str = "") -> None:
 
 
 def _check_backend(kind: str, spec: EnvSpec, env_name: str, render_mode: str | None,
-                   num_envs: int, video: bool) -> None:
+                   num_envs: int, video: bool, env_kwargs: dict | None = None) -> None:
     if kind.startswith("ale") and not is_atari(spec):
         raise ConfigError(f"--vec-env {kind} runs Atari ids only, not {env_name}")
     if kind.startswith("ale") and not ale_vector_available():
@@ -51,6 +52,8 @@ def _check_backend(kind: str, spec: EnvSpec, env_name: str, render_mode: str | N
                          "is not even")
     if kind == "native" and not has_native(spec):
         raise ConfigError(f"--vec-env native: {env_name} has no vector entry point")
+    if kind == "envpool":
+        envpool_kwargs(env_name, env_kwargs)  # the id and kwargs EnvPool takes
     if render_mode is not None:
         raise ConfigError(f"--vec-env {kind} does not render; use --vec-env dummy")
     if video:
@@ -71,17 +74,18 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
 
     The result speaks torch on ``device``: ``reset() -> obs (N, *obs_shape)``, ``step(actions)
     -> obs, reward (N, 1), terminated (N,), truncated (N,), infos`` (``torch_vec.VecPyTorch``).
-    ``vec_env``: ``dummy`` / ``shmem`` (the classic per-env stack, here / in worker processes),
-    ``ale`` (``ale.AleVecEnv``), ``native`` (``native.NativeVecEnv``) or ``auto``
-    (``_auto_vec_env``). ``gamma`` None normalizes observations only (evaluation); ``log_dir``
-    None writes no monitor files; ``env_kwargs`` go to ``gym.make``. Env i has rank ``first_rank +
-    i``: seed ``seed + rank``, monitor file ``<rank>.monitor.csv``. ``episodic_life=False``
-    (evaluation): a lost life ends no episode on ``ale``, which FIREs after it; the classic Atari
-    stack always ends the learner's episode there. ``video_prefix``: env rank 0 records videos
-    (``single.record_video``), on ``dummy`` or ``shmem`` only. A step or reset of a user's env
-    (not ``ale``) that has not returned for a minute is said in one line; ``env_timeout`` seconds
-    (None: never) stop it with ``watch.EnvTimeout`` (``envs/watch.py``). ``scale_actions``: the
-    policy's Box actions are in [-1, 1], mapped onto the env's bounds (``VecPyTorch``).
+    ``vec_env``: ``dummy`` / ``shmem`` (the classic per-env stack, here / in worker processes), ``ale``
+    (``ale.AleVecEnv``), ``native`` (``native.NativeVecEnv``), ``envpool`` (MuJoCo ids,
+    ``envpool.EnvpoolVecEnv``) or ``auto`` (``_auto_vec_env``; never ``envpool``). ``gamma`` None
+    normalizes observations only (evaluation); ``log_dir`` None writes no monitor files; ``env_kwargs`` go
+    to ``gym.make``. Env i has rank ``first_rank + i``: seed ``seed + rank``, monitor file
+    ``<rank>.monitor.csv``. ``episodic_life=False`` (evaluation): a lost life ends no episode on ``ale``,
+    which FIREs after it; the classic Atari stack always ends the learner's episode there.
+    ``video_prefix``: env rank 0 records videos (``single.record_video``), on ``dummy`` or ``shmem`` only.
+    A step or reset of a user's env (not ``ale``) that has not returned for a minute is said in one line;
+    ``env_timeout`` seconds (None: never) stop it with ``watch.EnvTimeout`` (``envs/watch.py``).
+    ``scale_actions``: the policy's Box actions are in [-1, 1], mapped onto the env's bounds
+    (``VecPyTorch``).
     """
     if vec_env not in VEC_ENV_KINDS:
         raise ConfigError(f"unknown vec_env {vec_env!r}; expected one of {', '.join(VEC_ENV_KINDS)}")
@@ -93,8 +97,9 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
             _announce(env_name, vec_env, "; --capture-video: ALE's vector env does not render")
         elif vec_env != "dummy":
             _announce(env_name, vec_env)
-    if vec_env in ("ale", "ale-pipelined", "native"):
-        _check_backend(vec_env, spec, env_name, render_mode, num_processes, bool(video_prefix))
+    if vec_env in ("ale", "ale-pipelined", "native", "envpool"):
+        _check_backend(vec_env, spec, env_name, render_mode, num_processes, bool(video_prefix),
+                       env_kwargs)
     elif env_kwargs:
         check_env_kwargs(env_name, env_kwargs)
 
@@ -103,6 +108,9 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
         envs: VecEnv = AleVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
                                  env_kwargs, episodic_life, num_frame_stack or 4, groups,
                                  threads=max(1, min(num_processes // groups, num_cpus() // groups)))
+    elif vec_env == "envpool":
+        envs = EnvpoolVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
+                             env_kwargs)
     elif vec_env == "native":
         envs = NativeVecEnv(env_name, num_processes, seed, first_rank, log_dir, monitor_append,
                             env_kwargs)
@@ -111,7 +119,7 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
                             render_mode, monitor_append, env_kwargs, video_prefix)
                    for i in range(num_processes)]
         envs = ShmemVecEnv(env_fns, num_workers) if vec_env == "shmem" else DummyVecEnv(env_fns)
-    watch(envs, env_name, env_timeout)  # not ALE's: its own C++ envs
+    watch(envs, env_name, env_timeout)  # not ALE's or EnvPool's: their own C++ envs
 
     if len(space_shape(envs.observation_space)) == 1:
         envs = VecNormalize(envs, gamma=gamma) if gamma is not None else VecNormalize(envs, ret=False)

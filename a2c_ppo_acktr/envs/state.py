@@ -6,7 +6,8 @@ with their dtype, ``np.random.Generator`` states), and innermost the simulator's
 ``MjData`` with its integration state, an ALE game's ``cloneState(include_rng=True)``). Above the
 envs: ``VecNormalize``'s running returns, the frame stack, ``NativeVecEnv``'s episode counters.
 Only simulators and wrappers known to keep nothing else count as exact (``inexact_reason``);
-``AleVecEnv``'s games cannot be read. What resumes exactly: docs/details.md, "Exact resume".
+``AleVecEnv``'s games and ``EnvpoolVecEnv``'s envs cannot be read. What resumes exactly:
+docs/details.md, "Exact resume".
 """
 from collections.abc import Sequence
 from typing import Any
@@ -217,8 +218,9 @@ def _base_state(base: Any) -> dict:
     elif hasattr(base, "envs"):  # DummyVecEnv
         states = capture_envs(base.envs)
     else:
-        raise Inexact(f"--vec-env {getattr(base, 'kind', type(base).__name__)}: ale-py's "
-                      "AtariVectorEnv cannot save or restore its games")
+        raise Inexact(f"--vec-env {getattr(base, 'kind', type(base).__name__)}: "
+                      + getattr(base, "unsaveable", "ale-py's AtariVectorEnv cannot save or "
+                                "restore its games"))
     reasons = [s["inexact"] for s in states if "inexact" in s]
     if reasons:
         raise Inexact(reasons[0])

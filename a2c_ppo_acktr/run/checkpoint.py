@@ -207,7 +207,8 @@ def find_checkpoint(load_dir: str, env_name: Optional[str], algo: Optional[str] 
     """The checkpoint ``load_dir`` designates: the file itself, or the one checkpoint of
     ``env_name`` in ``load_dir`` (a ``<save-dir>/<algo>``, the original's form) or in its
     ``<algo>/`` directories (a ``--save-dir``). Both ``<env>_seed<seed>.pt`` and the original's
-    ``<env>.pt`` count; ``algo`` / ``seed`` narrow the choice."""
+    ``<env>.pt`` count; ``algo`` / ``seed`` narrow the choice, and of several seeds the newest
+    checkpoint is the one."""
     if os.path.isfile(load_dir) or load_dir.endswith(".pt"):
         return load_dir
     if env_name is None:
@@ -218,16 +219,27 @@ def find_checkpoint(load_dir: str, env_name: Optional[str], algo: Optional[str] 
                     for name in names for path in glob.glob(os.path.join(d, name))})
     if algo is not None:
         found = [p for p in found if os.path.basename(os.path.dirname(p)) == algo]
-    if len(found) > 1:
+    if len({os.path.dirname(p) for p in found}) > 1:  # several algos: variants, not seeds
         raise CheckpointError(
             f"several checkpoints for {env_name} in {load_dir}: {', '.join(found)}; choose with "
             "--algo, --train-seed or the file's path as --load-dir")
+    if len(found) > 1:  # seeds of one run: the newest (``train_seeds`` names the others)
+        return max(found, key=os.path.getmtime)
     if not found:
         where = os.path.join(load_dir, algo or "<algo>",
                              f"{env_file_name(env_name)}_seed{'*' if seed is None else seed}.pt")
         raise CheckpointError(f"no checkpoint for {env_name} in {load_dir} (looked for {where}; "
                               "main.py saves <save-dir>/<algo>/<env-name>_seed<seed>.pt)")
     return found[0]
+
+
+def train_seeds(path: str) -> list[int]:
+    """The ``--seed`` of each checkpoint beside ``path`` of the same algo and env, sorted."""
+    stem = os.path.basename(path)[:-len(".pt")]
+    stem = stem[:stem.rindex("_seed")] if "_seed" in stem else stem
+    prefix = os.path.join(os.path.dirname(path), stem + "_seed")
+    tails = [p[len(prefix):-len(".pt")] for p in glob.glob(glob.escape(prefix) + "*.pt")]
+    return sorted(int(t) for t in tails if t.isdigit())
 
 
 def load_policy_checkpoint(path: str, env_name: Optional[str] = None) -> dict:

@@ -26,8 +26,8 @@ def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algo", default=None, metavar="{" + ",".join(ALGOS) + "}",
                    help="the algorithm whose checkpoint to load (default: the one with one)")
     p.add_argument("--train-seed", type=int, default=None, metavar="S",
-                   help="the --seed of the training run to load (default: the one with a "
-                   "checkpoint)")
+                   help="the --seed of the training run to load (default: the newest "
+                   "checkpoint's)")
 
 
 def load(args: argparse.Namespace) -> tuple[str, dict]:
@@ -37,7 +37,9 @@ def load(args: argparse.Namespace) -> tuple[str, dict]:
     ckpt = checkpoint.load_policy_checkpoint(path, args.env_name)
     args.env_name = args.env_name or ckpt["env_name"]
     steps = ckpt.get("env_steps")
-    print(f"loaded {path}" + (f" ({ckpt.get('algo')}, {steps:,} steps)" if steps else ""))
+    seeds = checkpoint.train_seeds(path) if path != args.load_dir and args.train_seed is None else []
+    print(f"loaded {path}" + (f" ({ckpt.get('algo')}, {steps:,} steps)" if steps else "")
+          + (f"; the newest of --train-seed {', '.join(map(str, seeds))}" if len(seeds) > 1 else ""))
     return path, ckpt
 
 

@@ -1,11 +1,13 @@
 """A run's directories (``checkpoint.run_paths``): checked before anything is created, created
 once the inputs are valid, and removed again when the run fails to start; and the run's lock,
 held by the one process that trains it."""
+import contextlib
 import csv
 import errno
 import fcntl
 import glob
 import os
+from collections.abc import Callable
 
 from a2c_ppo_acktr.config import RunConfig
 from a2c_ppo_acktr.envs.episodes import monitor_t_start
@@ -24,43 +26,79 @@ PATH_MAX, NAME_MAX = 4096, 255  # Linux's; the longest path and name a call take
 # In the log directory: held (flock) by the process training the run, for as long as it lives:
 # the OS releases it when the process ends, however it ends. It holds that process's pid.
 LOCK_FILE = "run.lock"
-_locks: dict[str, int] = {}  # log dir -> the descriptor of its lock, held by this process
+_locks: dict[str, tuple[int, bool]] = {}  # lock file -> its descriptor, removed on close?
 
 
-def _lock(log_dir: str, create: bool) -> None:
-    """Hold ``log_dir``'s lock (made with ``create``; without it, only if the file exists);
-    ``ConfigError`` naming the process that holds it."""
-    key = os.path.realpath(log_dir)
+def checkpoint_lock(checkpoint: str) -> str:
+    """The lock file of the run writing ``checkpoint`` (hidden beside it): two runs of one
+    --save-dir and key but other --log-dir would otherwise both write the one file."""
+    return os.path.join(os.path.dirname(checkpoint), f".{os.path.basename(checkpoint)}.lock")
+
+
+def _lock(path: str, create: bool, busy: Callable[[str, str], str], text: str = "",
+          transient: bool = False) -> None:
+    """Hold the lock file ``path`` (made with ``create``; without it, only if the file exists),
+    writing this process's pid and ``text`` into it (a ``transient`` one is removed on release);
+    ``ConfigError`` ``busy(pid, text)`` of the process that holds it."""
+    key = os.path.realpath(path)
     if key in _locks:
         return
-    path = os.path.join(log_dir, LOCK_FILE)
-    try:
-        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
-    except FileNotFoundError:
-        return  # no lock: no process trains the run
-    except OSError as e:
-        raise ConfigError(f"cannot lock the run at {path}: {e.strerror or e}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        except FileNotFoundError:
+            return  # no lock: no process trains the run
+        except OSError as e:
+            raise ConfigError(f"cannot lock the run at {path}: {e.strerror or e}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").split("\n", 1)
+            os.close(fd)
+            pid, what = holder[0].strip() or "?", holder[1].strip() if len(holder) > 1 else ""
+            raise ConfigError(busy(pid, what)) from None
+        try:  # the file we locked is still the one at ``path``, not one its holder removed
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
         os.close(fd)
-        raise ConfigError(f"{log_dir} is being trained by process {holder} (it holds {path}): a "
-                          "second start, --resume or --overwrite of it waits until that process "
-                          "has ended (another --seed starts a run beside it)") from None
-    _locks[key] = fd
+    _locks[key] = (fd, transient)
     if create:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()}\n{text}".encode(), 0)
+
+
+def lock_run(paths: RunPaths, create: bool) -> None:
+    """Hold the locks of the run at ``paths``: its log directory's and its checkpoint's; made
+    with ``create`` (else held only where they exist). ``ConfigError`` naming the process that
+    trains the run, or writes its checkpoint, first."""
+    lock = os.path.join(paths.log_dir, LOCK_FILE)
+    _lock(lock, create, lambda pid, _: (
+        f"{paths.log_dir} is being trained by process {pid} (it holds {lock}): a second start, "
+        "--resume or --overwrite of it waits until that process has ended (another --seed "
+        "starts a run beside it)"))
+    if paths.checkpoint is not None and os.path.isdir(os.path.dirname(paths.checkpoint)):
+        lock = checkpoint_lock(paths.checkpoint)
+        _lock(lock, create, lambda pid, log_dir: (
+            f"{paths.checkpoint} is being written by process {pid}, the run logging to "
+            f"{log_dir or '?'} (it holds {lock}): two runs cannot share a checkpoint; give this "
+            "one another --save-dir, or wait until that process has ended"),
+            text=paths.log_dir, transient=True)
 
 
 class RunLocks:
     """``close()`` releases the run locks this process holds (``main.main`` returns: a test may
-    start the run again in the same process)."""
+    start the run again in the same process); a checkpoint's lock file goes with it."""
 
     def close(self) -> None:
         while _locks:
-            os.close(_locks.popitem()[1])
+            path, (fd, remove) = _locks.popitem()
+            if remove:
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+            os.close(fd)
 
 
 def check_dir(path: str, flag: str) -> None:
@@ -106,7 +144,7 @@ def check_run(cfg: RunConfig, paths: RunPaths) -> None:
     check_dir(paths.log_dir, "--log-dir")
     if paths.checkpoint is not None:
         check_dir(os.path.dirname(paths.checkpoint), "--save-dir")
-    _lock(paths.log_dir, create=False)  # held from here if the run has a lock file: one writer
+    lock_run(paths, create=False)  # held from here where the run has lock files: one writer
     saved = paths.checkpoint is not None and os.path.exists(paths.checkpoint)
     logged = bool(_history_files(paths) or glob.glob(
         os.path.join(glob.escape(paths.log_dir), "*.monitor.csv")))
@@ -133,10 +171,12 @@ def check_run(cfg: RunConfig, paths: RunPaths) -> None:
 
 def _damaged(path: str) -> str | None:
     """Why the log file at ``path`` (a monitor file, progress.csv, eval.csv) cannot be continued
-    by a resumed run, or None. An empty file can (it is started again)."""
+    by a resumed run, or None. An empty file can (it is started again), and a last line cut by a
+    kill mid-write can (the resumed run drops it); a whole line that is no row of numbers cannot:
+    it would be dropped, and the file is not rewritten but by its own run."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            lines = f.read().splitlines()
+            lines = f.read().split("\n")[:-1]  # whole lines: the last, cut or empty, is not one
     except UnicodeDecodeError:
         return "it is not text"
     except OSError as e:
@@ -150,8 +190,16 @@ def _damaged(path: str) -> str | None:
     if path.endswith(".monitor.csv"):
         if monitor_t_start(path) is None or not rows or rows[0][:3] != ["r", "l", "t"]:
             return "it lacks the monitor header (a JSON line, then r,l,t)"
-    elif "timesteps" not in rows[0]:
+        columns, first = [0, 1, 2], 3
+    elif not rows or "timesteps" not in rows[0]:
         return "its first line is no header naming timesteps"
+    else:
+        columns, first = [rows[0].index("timesteps")], 2
+    for n, row in enumerate(rows[1:], first):
+        try:
+            [float(row[c]) for c in columns]
+        except (ValueError, IndexError):
+            return f"its line {n} ({lines[n - 1][:40]!r}) is not a row of numbers (remove it)"
     return None
 
 
@@ -229,12 +277,11 @@ def make_run_dirs(cfg: RunConfig, paths: RunPaths, resumed: dict | None) -> list
             abandon(paths, created, resumed=True)
             raise ConfigError(f"cannot create {directory}: {e.strerror or e}") from None
         created.extend(reversed(new))
-        if directory == paths.log_dir:
-            try:
-                _lock(paths.log_dir, create=True)  # before a file of the run is changed
-            except ConfigError:  # another start of the same run came first
-                abandon(paths, created, resumed=True)
-                raise
+    try:
+        lock_run(paths, create=True)  # before a file of the run is changed
+    except ConfigError:  # another start of the same run, or of its checkpoint, came first
+        abandon(paths, created, resumed=True)
+        raise
     if not resumed:
         for f in _run_files(paths.log_dir) + _history_files(paths):
             os.remove(f)
@@ -253,8 +300,13 @@ def abandon(paths: RunPaths, created: list, resumed: bool) -> None:
     if not resumed:
         for f in _run_files(paths.log_dir):
             os.remove(f)
-    if os.path.realpath(paths.log_dir) in _locks and paths.log_dir in created:
-        os.remove(os.path.join(paths.log_dir, LOCK_FILE))  # the directory made for it goes too
+    lock = os.path.join(paths.log_dir, LOCK_FILE)
+    if os.path.realpath(lock) in _locks and paths.log_dir in created:
+        os.remove(lock)  # the directory made for it goes too
+    if paths.checkpoint is not None and (fd := _locks.pop(os.path.realpath(
+            checkpoint_lock(paths.checkpoint)), (None,))[0]) is not None:
+        os.remove(checkpoint_lock(paths.checkpoint))
+        os.close(fd)
     for directory in [os.path.join(paths.log_dir, d) for d in ("tb", "videos")] + created[::-1]:
         try:
             os.rmdir(directory)

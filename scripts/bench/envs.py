@@ -13,9 +13,9 @@ x num_envs), start-up time and the worker processes' summed peak RSS and PSS, re
     python scripts/bench/envs.py --env-ids PongNoFrameskip-v4 --impls stack_ale ale_alone
     python scripts/bench/envs.py --env-ids CartPole-v1 --impls stack_native stack_dummy
     python scripts/bench/envs.py --env-ids HalfCheetah-v5 Hopper-v5 --impls ours_shmem gym_async
-    # EnvPool (pip install envpool; cp311 wheels up to 1.2.5) in a venv of its own:
-    python -m venv venv-envpool && venv-envpool/bin/pip install -r requirements-dev.txt envpool
-    venv-envpool/bin/python scripts/bench/envs.py --env-ids Hopper-v5 --impls ours_shmem envpool
+    # EnvPool (the .[envpool] extra): alone (next-step resets, its defaults), as our backend
+    # (``envpool_ours``: same-step resets, monitor) and as the whole --vec-env envpool stack
+    python scripts/bench/envs.py --env-ids Hopper-v5 --impls ours_shmem envpool envpool_ours
 
 ``scripts/bench/fps.py`` runs it for its case (e).
 """
@@ -51,8 +51,14 @@ def _ale_alone(env_id, env_fns):
 
 def _envpool(env_id, env_fns):
     """EnvPool's own C++ envs (same-step autoreset is not one of its modes: numpy, its defaults)."""
-    import envpool  # a separate venv: scripts/bench/envs.py's docstring
+    import envpool  # the .[envpool] extra
     return envpool.make_gymnasium(env_id, num_envs=len(env_fns)), None
+
+
+def _envpool_ours(env_id, env_fns):
+    """``--vec-env envpool``'s backend alone: EnvPool with same-step resets and the monitor."""
+    from a2c_ppo_acktr.envs.envpool import EnvpoolVecEnv
+    return EnvpoolVecEnv(env_id, len(env_fns), 0), None
 
 
 def _gym_async(env_id, env_fns):
@@ -67,15 +73,19 @@ IMPLS = {
                     lambda venv: [p.pid for p in venv.processes]),
     "gym_async": (_gym_async, lambda venv: [p.pid for p in venv.processes]),
     "envpool": (_envpool, lambda venv: []),
+    "envpool_ours": (_envpool_ours, lambda venv: []),
     "ours_dummy": (lambda env_id, fns: (DummyVecEnv(fns), None), lambda venv: []),
     "sb3_dummy": (lambda env_id, fns: (SB3DummyVecEnv(fns), None), lambda venv: []),
-    **{f"stack_{kind}": (_stack(kind), lambda venv: []) for kind in ("dummy", "shmem", "native")},
+    **{f"stack_{kind}": (_stack(kind), lambda venv: []) for kind in ("dummy", "shmem", "native",
+                                                                          "envpool")},
     "stack_ale": (_stack("ale"), lambda venv: []),
     "ale_alone": (_ale_alone, lambda venv: []),
 }
 DEFAULT_IMPLS = ("ours_shmem", "sb3_subproc", "ours_dummy", "sb3_dummy")
 RATIOS = {"shmem/subproc": ("ours_shmem", "sb3_subproc"), "dummy/dummy": ("ours_dummy", "sb3_dummy"),
           "shmem/gym-async": ("ours_shmem", "gym_async"), "shmem/envpool": ("ours_shmem", "envpool"),
+          "envpool-ours/shmem": ("envpool_ours", "ours_shmem"),
+          "envpool/shmem (stacks)": ("stack_envpool", "stack_shmem"),
           "native/dummy (stacks)": ("stack_native", "stack_dummy"),
           "ale-stack/ALE-alone": ("stack_ale", "ale_alone")}
 

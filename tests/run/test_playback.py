@@ -1,6 +1,7 @@
 """run/playback.py: the checkpoint that enjoy.py's / generate.py's flags designate, and its env
 rebuilt as the run built it."""
 import argparse
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -46,6 +47,12 @@ def test_a_file_gives_its_env_and_a_directory_is_narrowed_by_the_flags(tmp_path,
 
     path, ckpt = load(parse("--load-dir", str(tmp_path), "--env-name", ENV, "--train-seed", "2"))
     assert path.endswith(f"{ENV}_seed2.pt") and ckpt["seed"] == 2
+    capsys.readouterr()
+    os.utime(first, (2e9, 2e9))  # seed 1's the newest: of several seeds, it is the one played
+    path, _ = load(parse("--load-dir", str(tmp_path), "--env-name", ENV))
+    assert path == first and capsys.readouterr().out.endswith(
+        "; the newest of --train-seed 1, 2\n")
+    checkpoint(tmp_path / "a2c" / f"{ENV}_seed1.pt", 1)  # another algo: which one is asked
     with pytest.raises(CheckpointError, match="several checkpoints for CartPole-v1"):
         load(parse("--load-dir", str(tmp_path), "--env-name", ENV))
     with pytest.raises(CheckpointError, match="holds a policy for CartPole-v1, not for"):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import main
+from a2c_ppo_acktr.envs.envpool import envpool_available
 from a2c_ppo_acktr.envs.episodes import read_monitor_file
 from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
@@ -100,7 +101,10 @@ def test_native_cartpole_resumes_exactly(tmp_path):
      "--vec-env ale: ale-py's AtariVectorEnv cannot save or restore its games"),
     (["--env-name", "CartPole-v1", "--vec-env", "dummy", "--async-rollouts"],
      "--async-rollouts: the sampler thread's envs are a rollout ahead of the saved weights"),
-], ids=["ale", "async"])
+    pytest.param(["--env-name", "Hopper-v5", "--vec-env", "envpool"],
+                 "--vec-env envpool: EnvPool cannot save or restore its envs",
+                 marks=pytest.mark.skipif(not envpool_available(), reason="no envpool")),
+], ids=["ale", "async", "envpool"])
 @pytest.mark.slow
 def test_a_run_that_cannot_resume_exactly_says_so_in_one_line(tmp_path, capsys, extra, reason):
     argv = ["--algo", "a2c", "--num-processes", "2", "--num-steps", "8"] + extra

@@ -63,3 +63,33 @@ def test_a_failed_start_of_a_new_run_leaves_no_lock_behind(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main.main(argv)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_checkpoint_being_written_is_refused_to_a_run_of_another_log_dir(tmp_path, capsys):
+    """Two runs of one --save-dir, algo, env and seed but other --log-dir would both write one
+    .pt (issue #85 item 3): the second, even with --overwrite, is refused in one line naming the
+    first; once it has ended its lock file is gone and the second may start."""
+    models = tmp_path / "models"
+    first = TINY + ["--log-dir", str(tmp_path / "first"), "--save-dir", str(models)]
+    assert main.main(first) == 0
+    assert sorted(os.listdir(models / "a2c")) == ["CartPole-v1_seed1.pt"]  # no lock left behind
+    lock = models / "a2c" / ".CartPole-v1_seed1.pt.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)  # the first run again, training, as the OS sees it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.pwrite(fd, f"4242\n{tmp_path / 'first'}".encode(), 0)
+        before = snapshot(tmp_path)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            main.main(TINY + ["--log-dir", str(tmp_path / "second"), "--save-dir", str(models),
+                              "--overwrite"])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "CartPole-v1_seed1.pt is being written by process " \
+            f"4242, the run logging to {tmp_path / 'first'}" in err, err
+        assert snapshot(tmp_path) == before and not (tmp_path / "second").exists()
+    finally:
+        os.close(fd)
+        os.remove(lock)
+    assert main.main(TINY + ["--log-dir", str(tmp_path / "second"), "--save-dir", str(models),
+                             "--overwrite"]) == 0

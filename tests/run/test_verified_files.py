@@ -90,6 +90,20 @@ def test_damaged_logs_at_resume_are_one_line_and_left_as_they_are(trained, capsy
     assert snapshot(log_dir) == before
 
 
+@pytest.mark.parametrize("name", ["progress.csv", "0.monitor.csv"])
+def test_a_text_row_at_resume_is_refused_in_one_line_and_kept(trained, capsys, name):
+    """Issue #85 item 4: --resume dropped a row of text from a log file; it is the user's."""
+    argv, _, log_dir = trained
+    with open(log_dir / name, "a") as f:
+        f.write("my note: lr was wrong here\n")
+    lines = (log_dir / name).read_text().count("\n")
+    before = snapshot(log_dir)
+    refused(capsys, argv + ["--resume", "--num-env-steps", "64"],
+            f"--resume: {log_dir / name} is damaged: its line {lines} ('my note: lr was wrong "
+            "here') is not a row of numbers (remove it); move it away")
+    assert snapshot(log_dir) == before
+
+
 def test_a_monitor_file_gone_at_resume_comes_back_with_its_header(trained, capsys):
     argv, _, log_dir = trained
     os.remove(log_dir / "0.monitor.csv")

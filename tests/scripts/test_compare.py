@@ -134,3 +134,34 @@ def test_iqm_curves_of_seeds():
     x, middle, low, high = curves.aggregate(runs, num_points=5, smooth=1, band="iqm")
     assert np.allclose(middle, 2.5) and np.all(low <= middle) and np.all(middle <= high)
     assert np.all(high <= 100) and len(x) == 5
+
+
+def test_rows_of_text_or_nan_are_skipped_with_one_warning_naming_the_file(tmp_path, compare):
+    """Issue #85 item 4: a NaN row made every statistic nan [nan, nan]."""
+    dirs = runs(tmp_path, "a", "CartPole-v1", [100, 200, 300]).split(",")
+    with open(Path(dirs[0]) / "0.monitor.csv", "a") as f:
+        f.write("nan,100,31\nnote to self,,\n1e999,100,33\n")
+    rc, out, err = compare("--run", "a=" + ",".join(dirs), "--json")
+    assert rc == 0, err
+    assert json.loads(out)["envs"]["CartPole-v1"]["a"]["scores"] == [100, 200, 300]
+    warned = [line for line in err.splitlines() if "skipped" in line]
+    assert warned == [f"warning: {Path(dirs[0]) / '0.monitor.csv'}: skipped 3 rows that are no "
+                      "finite r,l,t numbers (line 33, 34, 35)"], err
+
+
+def test_a_log_dir_of_seeds_one_seed_mixed_lengths_and_repeats_are_said(tmp_path, compare):
+    """A label naming a log dir of three seeds takes them as seeds; a label of one seed, of runs of
+    other lengths, or naming a run twice gets one warning each."""
+    logs = tmp_path / "logs" / "ppo"
+    for seed, final in ((1, 100), (2, 200), (3, 300)):
+        write_run(logs / f"CartPole-v1_seed{seed}", "CartPole-v1", [0.0] * 20 + [final] * 10)
+    one = runs(tmp_path, "b", "CartPole-v1", [150])
+    rc, out, err = compare("--run", f"a={tmp_path / 'logs'}", "--run", f"b={one}", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["envs"]["CartPole-v1"]["a"]["scores"] == [100, 200, 300]
+    assert err.splitlines() == ["compare.py: warning: b on CartPole-v1 has one seed: its intervals "
+                                "are that run's score; intervals need several seeds"]
+    longer = write_run(tmp_path / "long", "CartPole-v1", [0.0] * 200 + [400] * 10)
+    rc, out, err = compare("--run", f"a={tmp_path / 'logs'},{longer},{logs}", "--json")
+    assert rc == 0 and "a on CartPole-v1 mixes run lengths (3,000 to 21,000 steps)" in err, err
+    assert "is named twice" in err and json.loads(out)["envs"]["CartPole-v1"]["a"]["n"] == 4

@@ -67,3 +67,14 @@ def test_a_missing_run_is_one_line(tmp_path, capsys):
     assert episodes.main([f"A={tmp_path / 'nope'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("episodes.py: error: ") and "nope" in err and "\n" not in err
+
+
+def test_a_log_dir_of_seeds_is_pooled_with_one_row_per_env(tmp_path, capsys):
+    logs = tmp_path / "logs" / "ppo"
+    for seed in (1, 2, 3):
+        run(logs / f"PongNoFrameskip-v4_seed{seed}", [(seed, 10, 1.0)])
+    write_monitor(logs / "Breakout_seed1" / "0.monitor.csv", [(7, 10, 1.0)], env_id="Breakout")
+    head, _, *rows = table(capsys, f"ppo={tmp_path / 'logs'}")
+    assert head == ["run", "0-10"] and rows == [  # each seed's one episode ends at step 10
+        ["ppo [Breakout]", "7.0 ± nan (median 7), 1 games of 10 steps"],
+        ["ppo [PongNoFrameskip-v4]", "2.0 ± 0.6 (median 2), 3 games of 10 steps"]]

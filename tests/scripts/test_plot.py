@@ -191,6 +191,28 @@ def test_a_log_dir_finds_the_one_run_main_put_under_it(tmp_path):
         episodes.monitor_files(str(base))
 
 
+def test_a_log_dir_of_several_seeds_and_envs_gives_its_runs(tmp_path, capsys):
+    """Three seeds in one --log-dir are a label's seeds (a run named twice counts once); runs of
+    another env beside them go to a figure of their own; one env under two --algo is refused."""
+    import plot
+    base = tmp_path / "logs"
+    seeds = [make_run(base / "ppo" / f"CartPole-v1_seed{s}", np.arange(30.0) * s) for s in (1, 2, 3)]
+    assert episodes.run_dirs(str(base)) == seeds
+    assert plot.expand_dirs([str(base), seeds[0]]) == seeds
+    assert "is named twice" in capsys.readouterr().err
+    out = tmp_path / "fig.png"
+    assert plot.main(["--run", f"ppo={base}", "--out", str(out), "--smooth", "1"]) == 0
+    assert out.read_bytes().startswith(PNG_MAGIC) and capsys.readouterr().out.split() == [str(out)]
+    make_run(base / "ppo" / "Acrobot-v1_seed1", -np.arange(30.0), env_id="Acrobot-v1")
+    assert plot.main(["--run", f"ppo={base}", "--out", str(out), "--smooth", "1"]) == 0
+    written = capsys.readouterr().out.split()
+    assert written == [str(tmp_path / "fig_Acrobot-v1.png"), str(tmp_path / "fig_CartPole-v1.png")]
+    assert all(Path(p).read_bytes().startswith(PNG_MAGIC) for p in written)
+    make_run(base / "a2c" / "CartPole-v1_seed1", [1.0])
+    with pytest.raises(LogError, match="CartPole-v1 in .*a2c, .*ppo: variants, not seeds"):
+        episodes.run_dirs(str(base))
+
+
 def test_steps_to_is_the_first_logged_mean_at_the_threshold():
     # (steps, mean of the last 10 episodes, the process's seconds): resumed after 4096 steps
     log = [(1024, "", 10), (2048, "-21", 20), (3072, "18.0", 30), (4096, "17", 40),
