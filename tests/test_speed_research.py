@@ -1,7 +1,7 @@
 """A researcher's edits work with the speed seam on (speed.speed_up): a loss term, a network
 layer, another torch.optim optimizer, a new statistic; each trains, and to the same weights bit
-for bit as with the seam off. And the seam is applied once, where a run is built."""
-import copy
+for bit as with the seam off. (That the seam is applied once, as a run opens, and said:
+tests/run/test_start.py.)"""
 
 import pytest
 import torch
@@ -11,10 +11,6 @@ from gymnasium import spaces
 from a2c_ppo_acktr import speed
 from a2c_ppo_acktr.algo import A2C_ACKTR, PPO
 from a2c_ppo_acktr.model import MLPBase, Policy
-from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.run import build
-from a2c_ppo_acktr.run.arguments import get_config
-from a2c_ppo_acktr.run.checkpoint import RunPaths
 from a2c_ppo_acktr.storage import Minibatch, RolloutStorage
 
 pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
@@ -126,23 +122,3 @@ def test_each_mechanism_alone(monkeypatch):
         fast, applied, _ = train("a2c", [mechanism], monkeypatch, updates=2)
         assert applied == [mechanism]
         assert all(torch.equal(p, q) for p, q in zip(fast.parameters(), plain.parameters()))
-
-
-@pytest.mark.parametrize("mechanisms", [speed.MECHANISMS, ()], ids=["on", "off"])
-def test_the_run_is_sped_up_once_where_it_is_built(tmp_path, monkeypatch, mechanisms):
-    monkeypatch.setattr(speed, "ENABLED", set(mechanisms))
-    cfg = get_config(["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "4",
-                      "--vec-env", "dummy", "--num-mini-batch", "2", "--algo", "a2c"])
-    paths = RunPaths(str(tmp_path), str(tmp_path / "eval"), None)
-    envs, policy, agent, _ = build.build_run(cfg, paths, "cpu", None, rank=0)
-    reference = copy.deepcopy(policy)
-    collector = build.build_collector(cfg, paths, envs, policy, torch.device("cpu"), None, 2,
-                                      agent)
-    try:
-        assert type(collector) is Collector
-        on = bool(mechanisms)
-        assert ("step" in vars(agent.optimizer)) is on
-        assert (type(policy.base.actor[0]) is not nn.Linear) is on
-        assert all(torch.equal(p, q) for p, q in zip(policy.parameters(), reference.parameters()))
-    finally:
-        collector.close()

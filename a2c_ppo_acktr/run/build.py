@@ -225,14 +225,11 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
 
 
 def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: Policy,
-                    device: torch.device, ddp: Optional[DDP], num_rollouts: int,
-                    agent: Optional[algo.Agent] = None) -> Collector:
+                    device: torch.device, ddp: Optional[DDP], num_rollouts: int) -> Collector:
     """The sampling mode, chosen once: the loop only calls the ``Collector`` interface.
 
     Ray workers (``--num-workers``, asynchronous or not: the workers decide), torchrun ranks,
-    a sampler thread (``--async-rollouts``), or this process between updates. Then the speed
-    seam (``speed.speed_up``), once, on ``actor_critic`` and ``agent`` (not on a sampler
-    thread's policy, which is running, nor on the Ray workers').
+    a sampler thread (``--async-rollouts``), or this process between updates.
     """
     common = (cfg.sampling.num_steps, cfg.returns.use_proper_time_limits, device)
     collector: Collector
@@ -246,7 +243,6 @@ def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: P
         collector = AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)
     else:
         collector = Collector(envs, actor_critic, *common)
-    speed.speed_up(actor_critic, agent, compiled=cfg.run.compile)
     return collector
 
 

@@ -11,12 +11,14 @@ A run that ends before its first checkpoint is undone, so that it can start agai
 """
 import contextlib
 import functools
+import os
 import sys
 from collections.abc import Iterator
 
 import numpy as np
 import torch
 
+from a2c_ppo_acktr import speed
 from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs.single import check_env_id
 from a2c_ppo_acktr.errors import (
@@ -111,6 +113,16 @@ def open_run(cfg: Config) -> Iterator[Run]:
                 abandon(run.paths, run.created, resumed=False)
 
 
+def speed_line(applied: list[str]) -> str:
+    """The run's line on the speed seam (``speed.speed_up``): what is on, and how to turn it off
+    (what runs is then exactly the code a reader reads in the core)."""
+    if not applied:
+        return (f"speed seam: off ({speed.SWITCH}={os.environ.get(speed.SWITCH, 'all')}; the "
+                "core runs as written)")
+    return (f"speed seam: {', '.join(applied)} (the same numbers, faster; "
+            f"{speed.SWITCH}=none turns it off, =NAME,... keeps some; docs/design.md)")
+
+
 def start(cfg: Config, stop: StopRequest) -> Run:
     """Check the inputs (``Error`` when bad, before anything is on disk), then build the run:
     directories, envs, policy, agent, restored on --resume, and the collector. A signal
@@ -164,8 +176,10 @@ def start(cfg: Config, stop: StopRequest) -> Run:
                 torch.manual_seed(cfg.run.seed + rank + env_steps)  # the saved RNG state is rank 0's
         steps_per_update = cfg.sampling.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
         updates = range(env_steps // steps_per_update, cfg.run.num_env_steps // steps_per_update)
-        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates),
-                                    agent)
+        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates))
+        # The speed seam, once, on the learner's policy and agent (not on a sampler thread's
+        # policy, which is running, nor on the Ray workers'): the same numbers, faster.
+        sped = speed.speed_up(actor_critic, agent, compiled=cfg.run.compile)
         evaluator = build_evaluations(cfg, paths, collector, device)
         inexact = resume_exactly(collector, resumed) if resumed else None
         stop_if_asked()
@@ -193,6 +207,7 @@ def start(cfg: Config, stop: StopRequest) -> Run:
               + (f" (--num-env-steps {cfg.run.num_env_steps:,} rounded down to whole updates)"
                  if total != cfg.run.num_env_steps else "")
               + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
+        print(speed_line(sped), flush=True)
         logs = open_logs(paths, bool(resumed), cfg.record, cfg.run.eval_interval is not None,
                          tracker)
     return Run(paths, lead, collector, actor_critic, agent, list(reward_models.values()), updates,

@@ -1,7 +1,7 @@
 """How fast the learner runs, never what it computes: the speed seam (``speed_up``), bf16
 autocast, ``torch.compile`` and malloc's thresholds (``keep_freed_memory``).
 
-``speed_up(policy, agent)``, called once by ``run/build.py`` on the built objects, is
+``speed_up(policy, agent)``, called once by ``run/start.py`` on the built objects, is
 where every speed mechanism that is not a flag is applied, each on its own and each switchable
 (``MECHANISMS``; the environment variable ``A2C_PPO_ACKTR_SPEED``: "all", the default, "none",
 or a comma-separated list of names) so that a benchmark can weigh it A/B:
