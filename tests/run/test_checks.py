@@ -81,6 +81,21 @@ def test_env_kwargs_pairs():
             parse_env_kwargs(bad)
 
 
+def test_env_kwargs_nan_and_inf_are_floats_and_quoted_they_stay_text():
+    """As docs/details.md says (issue #85): float() reads them; quoted, they are text."""
+    kwargs = parse_env_kwargs(["a=nan", "b=inf", "c=-inf", 'd="nan"', "e=NaNa"])
+    assert np.isnan(kwargs["a"]) and kwargs["b"] == np.inf and kwargs["c"] == -np.inf
+    assert (kwargs["d"], kwargs["e"]) == ("nan", "NaNa")
+
+
+def test_an_env_id_naming_a_module_by_its_path_is_one_line():
+    """Issue #85: '../x:Id' was importlib's TypeError (a relative import without a package)."""
+    from a2c_ppo_acktr.envs.single import env_spec
+    for env_id in ("../x:Id", "my envs:Id", "x/y:Id"):
+        with pytest.raises(ConfigError, match="a module is named as in Python's import"):
+            env_spec(env_id)
+
+
 def test_every_numeric_flag_has_a_range():
     numeric = {a.dest for a in build_parser()._actions if a.type in (int, float, count)}
     assert numeric == set(numbers()) == {s.dest for s in declarations() if s.type in (int, float, count)}
