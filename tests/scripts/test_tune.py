@@ -135,6 +135,7 @@ def test_two_processes_share_one_study_and_each_trial_runs_once(tmp_path):
     # the best flags: a main.py command and a --config file that main.py reads
     out = outs[0][0]
     assert "python main.py --env-name CartPole-v1 --algo ppo --num-env-steps 1024" in out
+    assert " --log-dir logs/s\n" in out  # its own, not main.py's shared /tmp/gym
     flags = json.loads((tmp_path / "s_best.json").read_text())
     args = get_args(["--config", str(tmp_path / "s_best.json")])
     assert (args.env_name, args.num_env_steps, args.lr) == ("CartPole-v1", 1024, flags["lr"])
