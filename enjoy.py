@@ -25,6 +25,7 @@ if __name__ == "__main__":  # a signal during the imports (seconds) ends the pro
     exit_on_signals("nothing played")
 
 import os
+import signal
 
 import gymnasium as gym
 import numpy as np
@@ -84,6 +85,18 @@ def open_writer(path, env):
     return imageio.get_writer(path, fps=fps, macro_block_size=2)
 
 
+def close_whole(writer) -> bool:
+    """Close ``writer`` (a GIF is encoded here, seconds): a Ctrl-C meanwhile is held until the
+    video is whole; -> whether one came."""
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        writer.close()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return bool(held)
+
+
 def play(args, policy, envs, writer):
     """Run the episodes; print and return their raw returns."""
     monitor = _first_env(envs)
@@ -101,16 +114,20 @@ def play(args, policy, envs, writer):
                 print(f"episode {len(returns)}: return {returns[-1]:.1f}, length {episode['l']}",
                       flush=True)
 
+    interrupted = False
     try:
         run_episodes(policy, envs, args.episodes, not args.non_det, on_step, args.max_steps)
     except KeyboardInterrupt:  # Ctrl-C while watching: stop, keeping the video and the summary
         print()
+        interrupted = True
     if len(returns) < args.episodes and monitor.rewards:
         print(f"episode {len(returns) + 1}: return {sum(monitor.rewards):.1f}, length "
               f"{len(monitor.rewards)} (unfinished)")
     if returns:
         print(f"{len(returns)} episodes: return {np.mean(returns):.1f} ± {np.std(returns):.1f} "
               f"(min {np.min(returns):.1f}, max {np.max(returns):.1f})")
+    if interrupted:  # summed up: on to main's line and exit status 130, the video written first
+        raise KeyboardInterrupt
     return returns
 
 
@@ -120,8 +137,9 @@ def main(argv=None):
         return watch(args)
     except Error as e:
         _fail(str(e))
-    except KeyboardInterrupt:  # before the episodes (while playing, play() stops and sums up)
-        print(f"{PROG}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # before, while or after playing (play() sums up what it played)
+        kept = f"; wrote {args.record} (what was played)" if getattr(args, "wrote", False) else ""
+        print(f"{PROG}: interrupted{kept}", file=sys.stderr)
         return 130
 
 
@@ -148,7 +166,10 @@ def watch(args) -> int:
             _fail(f"cannot render {args.env_name}: {e}")
         finally:
             if writer is not None:
-                writer.close()
+                interrupted = close_whole(writer)
+                args.wrote = True
+                if interrupted:
+                    raise KeyboardInterrupt
     if args.record:
         print(f"wrote {args.record}")
     return 0

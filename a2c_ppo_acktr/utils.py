@@ -1,6 +1,7 @@
 """Small helpers shared by the modules: layer init, env ids as file names, atomic saves, helper
 processes and signals."""
 import contextlib
+import errno
 import glob
 import os
 import secrets
@@ -95,6 +96,20 @@ def remove_stale_temporaries(path: str) -> list:
     for tmp in stale:
         os.remove(tmp)
     return stale
+
+
+def check_descriptors(needed: int, what: str) -> None:
+    """``OSError(EMFILE)`` (``errors.failure_line``'s one line) where ``ulimit -n`` leaves fewer
+    than ``needed`` descriptors for ``what``: found before it starts, as a process started at the
+    limit (a worker, multiprocessing's forkserver) prints its own traceback. Linux only."""
+    import resource
+    try:
+        used = len(os.listdir("/proc/self/fd"))
+    except OSError:  # not Linux: the start finds out
+        return
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and used + needed > soft:
+        raise OSError(errno.EMFILE, f"{used} open, and {what} need about {needed} more")
 
 
 def die_with_parent(signum: int = signal.SIGKILL) -> None:

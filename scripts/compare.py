@@ -28,10 +28,11 @@ import numpy as np
 from plot import expand_dirs, parse_run_spec
 
 from a2c_ppo_acktr.envs.episodes import load_run
-from a2c_ppo_acktr.errors import LogError
+from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run import metrics, reference_scores, stats
 from a2c_ppo_acktr.run.arguments import Parser
 from a2c_ppo_acktr.run.checks import count
+from a2c_ppo_acktr.run.rundir import check_dir
 from curves import aggregate, env_filename, plot_curves
 
 ALL = "all"  # the aggregate over envs, in the JSON beside the env ids
@@ -196,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not 0 <= args.seed < 2**32:
         p.error(f"--seed must be an integer from 0 to 2**32 - 1, got {args.seed}")
+    try:
+        if args.out is not None:
+            check_dir(args.out, "--out")  # before any run is read
+    except ConfigError as e:
+        p.error(str(e))
     labels = list(dict.fromkeys(label for label, _ in args.run))
     try:
         runs, dirs = load(args.run)
@@ -209,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     except LogError as e:
         print(f"compare.py: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a figure that cannot be written (a full disk)
+        print(f"compare.py: error: cannot write {e.filename or 'a figure'}: {e.strerror or e}",
+              file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(result))
     else:

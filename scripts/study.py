@@ -3,6 +3,7 @@ the trials of processes that are gone, and deciding whether another trial may st
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -73,6 +74,13 @@ def room(study, storage, n_trials: int, stopped: Callable[[], bool]) -> bool:
     return False
 
 
+def hide_password(text: str, url: str) -> str:
+    """``text`` with the password of the URL ``url`` (``scheme://user:password@host``) shown as
+    ``***``, wherever it appears: a line on a terminal or in a log must not hold it."""
+    password = re.match(r"[^:/]+://[^:/@]*:([^@]*)@", url)
+    return text.replace(password.group(1), "***") if password and password.group(1) else text
+
+
 def open_study(p: Parser, name: str, url: str):
     """The study ``name`` in ``url`` (made if new) and its storage; one line and exit 2 where the
     storage fails. Processes that start together on a new storage race to create its tables (the
@@ -89,5 +97,6 @@ def open_study(p: Parser, name: str, url: str):
         except Exception as e:  # SQLAlchemy's and the database driver's errors, of many kinds
             raced = isinstance(e, sqlalchemy.exc.IntegrityError) or "already exists" in str(e)
             if not raced or attempt == RACE_TRIES - 1:
-                p.error(f"--storage {url}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                p.error(hide_password(f"--storage {url}: {why}", url))
             time.sleep(WAIT_S)

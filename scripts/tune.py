@@ -46,9 +46,10 @@ from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run import stats
 from a2c_ppo_acktr.run.arguments import Parser, get_args
 from a2c_ppo_acktr.run.arguments import build_parser as build_main_parser
-from a2c_ppo_acktr.run.checks import SEED, check_numbers, check_paths, count
+from a2c_ppo_acktr.run.checks import COUNT, SEED, check_numbers, check_paths, count
 from a2c_ppo_acktr.run.config import given_flags
 from a2c_ppo_acktr.run.interrupt import Children
+from a2c_ppo_acktr.run.rundir import check_dir
 from space import Spec, specs_of
 
 try:
@@ -215,7 +216,8 @@ def report_best(study, fixed: list[str], path: str) -> int:
     over = f"mean over {len(scores)} seeds" if len(scores) > 1 else "one seed"
     print(f"best: trial {best.number} of {len(study.trials)}, {best.value:.1f} "
           f"(last-10 return, {over})")
-    print(shlex.join(["python", "main.py", *flags]))
+    log_dir = [] if "--log-dir" in flags else ["--log-dir", os.path.join("logs", study.study_name)]
+    print(shlex.join(["python", "main.py", *flags, *log_dir]))  # not main.py's shared /tmp/gym
     with open(path, "w") as f:
         json.dump(given_flags(build_main_parser(), flags), f, indent=1)
         f.write("\n")
@@ -232,8 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("needs optuna: pip install -e .[tune]")
     args.study_name = args.study_name or f"{args.algo}-{args.env_name.replace('/', '_')}"
     try:
-        check_numbers(args, {"seeds": SEED})
+        check_numbers(args, {"seeds": SEED, "n_trials": COUNT})
         check_paths(args, ["out", "best_config", "storage", "study_name"])
+        check_dir(args.out, "--out")  # before a trial runs: where its runs and the best go
+        best = args.best_config or f"{args.study_name}_best.json"
+        if os.path.isdir(best):
+            raise ConfigError(f"--best-config {best} is a directory: give a file's path")
+        check_dir(os.path.dirname(os.path.abspath(best)), "--best-config")
     except ConfigError as e:
         p.error(str(e))
     specs, fixed = specs_of(p, args, extra)

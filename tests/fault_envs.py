@@ -75,6 +75,11 @@ class NanObs(Faulty):
         return np.full(3, np.nan, np.float32), 1.0, False, False, {}
 
 
+class OutOfBounds(Faulty):
+    def fault(self):
+        return np.full(3, 5.0, np.float32), 1.0, self.t >= 4, False, {}
+
+
 class NanReward(Faulty):
     def fault(self):
         return self._obs(), float("inf"), False, False, {}
@@ -91,8 +96,8 @@ class Hangs(Faulty):
             time.sleep(1)
 
 
-for cls in (Faulty, RaiseInReset, WrongShape, WrongDtype, OldApi, NoneReward, NanObs, NanReward,
-            Exits, Hangs):
+for cls in (Faulty, RaiseInReset, WrongShape, WrongDtype, OldApi, NoneReward, NanObs, OutOfBounds,
+            NanReward, Exits, Hangs):
     name = "RaiseInStep" if cls is Faulty else cls.__name__
     gym.register(f"{name}-v0", entry_point=cls, max_episode_steps=100)
 

@@ -124,6 +124,46 @@ def test_ctrl_c_before_playing_is_one_line_and_status_130(capsys, cartpole, monk
     assert capsys.readouterr().err == "enjoy.py: interrupted\n"
 
 
+@pytest.mark.parametrize("when", ["playing", "writing the gif"])
+def test_ctrl_c_while_playing_or_writing_a_gif_keeps_it_and_exits_130(capsys, cartpole, tmp_path,
+                                                                      monkeypatch, when):
+    """Issue #85: Ctrl-C while playing exited 0; while the GIF was encoded it was cut short. The
+    summary of what was played, a whole video, one line on stderr and exit status 130."""
+    import signal
+
+    import imageio.v2 as imageio
+    real = enjoy.open_writer
+
+    class Writer:  # the real writer; Ctrl-C comes while it encodes the GIF
+        def __init__(self, path, env):
+            self.writer = real(path, env)
+            self.append_data = self.writer.append_data
+
+        def close(self):
+            if when == "writing the gif":
+                os.kill(os.getpid(), signal.SIGINT)
+            self.writer.close()
+
+    def steps_then_ctrl_c(policy, envs, episodes, deterministic, on_step, max_steps):
+        envs.reset()
+        for _ in range(3):
+            on_step(None, None, [{}])
+        if when == "playing":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(enjoy, "open_writer", Writer)
+    monkeypatch.setattr(enjoy, "run_episodes", steps_then_ctrl_c)
+    path = tmp_path / "out.gif"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert enjoy.main(["--env-name", "CartPole-v1", "--load-dir", cartpole, "--record",
+                           str(path)]) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert capsys.readouterr().err == f"enjoy.py: interrupted; wrote {path} (what was played)\n"
+    assert len(imageio.mimread(path)) >= 1  # a whole GIF (its same frames are one)
+
+
 def test_max_steps_cuts_the_episode(capsys, cartpole):
     episodes, out = play(capsys, "--env-name", "CartPole-v1", "--load-dir", cartpole,
                          "--algo", "a2c", "--max-steps", "5", "--non-det")

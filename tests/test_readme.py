@@ -229,6 +229,14 @@ def test_the_parser_finds_the_set_up_command():
     assert first[:3] == ["python", "main.py", "--algo"], first
 
 
+def test_no_readme_run_logs_to_the_shared_default():
+    """main.py's default --log-dir /tmp/gym (the original's) is shared by every run on a machine:
+    each training command of the README names its own (a resume has the run's)."""
+    shared = [" ".join(argv) for _, commands in readme_blocks() for argv, expected in commands
+              if "main.py" in argv and expected is None and "--log-dir" not in argv
+              and "--resume" not in argv and "--help" not in argv]
+    assert not shared, shared
+
 
 def heading_anchors(text: str) -> set[str]:
     """The anchors GitHub gives a Markdown page's headings: lower case, punctuation dropped,

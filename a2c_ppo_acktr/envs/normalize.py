@@ -1,18 +1,23 @@
 """Running normalization of observations and returns (``VecNormalize``), and merging the
 statistics of several copies (Ray workers, DDP ranks)."""
+import sys
 import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import torch
+from gymnasium import spaces
 
 from a2c_ppo_acktr.envs.vec_env import StepResult, VecEnv, VecEnvWrapper
+from a2c_ppo_acktr.errors import program
 from a2c_ppo_acktr.utils import space_shape
 
 # An env's NaN or inf passes through the statistics (numpy would warn at each step); the run
 # stops on the non-finite loss they cause, in one line (run/life.py). A filter, as it costs
 # nothing per call, where np.errstate would.
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
+
+_SAID: set[str] = set()  # the observation spaces found crossed (``VecNormalize._outside``)
 
 # name -> (mean, var, count) of the data seen (``normalizer_delta``).
 Moments = dict[str, tuple[np.ndarray, np.ndarray, float]]
@@ -163,9 +168,29 @@ class VecNormalize(VecEnvWrapper[VecEnv], Normalizer):
         self.returns = np.zeros(self.num_envs)  # (N,) discounted return so far, float64
         # The last un-normalized observations (gail_experts/generate.py).
         self.raw_obs: np.ndarray | None = None
+        space = self.observation_space  # its finite float bounds, checked until one is crossed
+        self._bounds = None
+        if isinstance(space, spaces.Box) and space.dtype.kind == "f" and (
+                np.isfinite(space.low).any() or np.isfinite(space.high).any()):
+            self._bounds = (space.low, space.high)
+
+    def _outside(self, obs: np.ndarray) -> None:
+        """Say once per process that an env's observation left its Box: the policy takes it as it
+        is, but the space the env declares (for scaling, for a reader of the run) is wrong."""
+        low, high = self._bounds or (obs, obs)
+        self._bounds = None
+        env, i = np.argwhere((obs < low) | (obs > high))[0]
+        if str(self.observation_space) not in _SAID:
+            _SAID.add(str(self.observation_space))
+            print(f"{program()}: warning: env {env} returned an observation outside its "
+                  f"observation space {self.observation_space} ({obs[env, i]:g} at index {i}; "
+                  "said once): widen the space's bounds or clip the observation in the env",
+                  file=sys.stderr, flush=True)
 
     def _obs(self, obs: np.ndarray) -> np.ndarray:
         self.raw_obs = obs  # a fresh array from the vec env: no copy needed to keep it
+        if self._bounds is not None and ((obs < self._bounds[0]) | (obs > self._bounds[1])).any():
+            self._outside(obs)
         if self.ob_rms is not None and self.training:
             self.ob_rms.update(obs)
         return self.normalize_obs(obs)

@@ -30,7 +30,7 @@ from a2c_ppo_acktr.envs.vec_env import (
 )
 from a2c_ppo_acktr.envs.watch import Calling, describe_envs
 from a2c_ppo_acktr.errors import EnvError
-from a2c_ppo_acktr.utils import die_with_parent, signals_stay_here
+from a2c_ppo_acktr.utils import check_descriptors, die_with_parent, signals_stay_here
 
 CLOSE_S = 2.0  # how long close() waits for the workers to close their envs, all together
 _open: "weakref.WeakSet[ShmemVecEnv]" = weakref.WeakSet()
@@ -202,15 +202,26 @@ class ShmemVecEnv(Calling):
         bounds = np.linspace(0, n, num_workers + 1).round().astype(int)
         self._blocks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
         self._conns, self._procs, self.closed = [], [], False
+        # what a worker holds here (its pipe, its sentinel) or takes to start, and the forkserver's
+        check_descriptors(4 * num_workers + 4, f"{num_workers} ShmemVecEnv workers")
         ctx = _mp_context()
-        for lo, hi in self._blocks:
-            parent_conn, child_conn = ctx.Pipe()  # a socket pair: can pass the buffer's fd
-            proc = ctx.Process(target=_worker, args=(child_conn, cloudpickle.dumps(env_fns[lo:hi]), lo),
-                               daemon=True)
-            proc.start()
-            child_conn.close()
-            self._conns.append(parent_conn)
-            self._procs.append(proc)
+        try:
+            for lo, hi in self._blocks:
+                parent_conn, child_conn = ctx.Pipe()  # a socket pair: can pass the buffer's fd
+                proc = ctx.Process(target=_worker, daemon=True,
+                                   args=(child_conn, cloudpickle.dumps(env_fns[lo:hi]), lo))
+                proc.start()
+                child_conn.close()
+                self._conns.append(parent_conn)
+                self._procs.append(proc)
+        except BaseException:  # e.g. too many open files: the workers started end first, so that
+            for proc in self._procs:  # none writes a file (a monitor file) after the caller has
+                proc.kill()  # undone the run's start
+                proc.join(5.0)
+            for conn in self._conns:
+                conn.close()
+            self.closed = True
+            raise
         # Workers build their envs in parallel; then the buffer, sized from the spaces, goes out.
         self.observation_space, self.action_space = [self._recv(w) for w in range(num_workers)][0]
         layout, size = _shared_layout(n, self.observation_space, self.action_space)

@@ -120,6 +120,10 @@ def env_spec(env_id: str) -> EnvSpec:
     """
     module, _, env_id = env_id.rpartition(":")
     if module:
+        if not all(part.isidentifier() for part in module.split(".")):  # a path, '../x', 'a b'
+            raise ConfigError(f"cannot import {module!r}, named in the env id {module}:{env_id}: "
+                              "a module is named as in Python's import (my_pkg.envs), not by "
+                              "its file's path")
         try:
             _import_from_here(module)
         except ImportError as e:

@@ -100,12 +100,15 @@ def verify_checkpoint(path: str) -> None:
 def load_checkpoint(path: str, map_location: str = "cpu") -> dict:
     """Read a checkpoint written by ``save_checkpoint``, verified first (``verify_checkpoint``);
     never unpickles code."""
+    # a symbolic link: its target named, as the file read is another than the one asked for
+    shown = f"{path} (a symbolic link to {os.path.realpath(path)})" if os.path.islink(path) else path
     if not os.path.isfile(path):
-        raise CheckpointError(f"no checkpoint at {path}")
+        what = "a directory" if os.path.isdir(path) else "no file" if os.path.islink(path) else ""
+        raise CheckpointError(f"no checkpoint at {shown}" + (f": {what} is there" if what else ""))
     try:
         verify_checkpoint(path)
     except OSError as e:
-        raise CheckpointError(f"cannot read checkpoint {path}: {e.strerror or e}") from None
+        raise CheckpointError(f"cannot read checkpoint {shown}: {e.strerror or e}") from None
     try:
         with warnings.catch_warnings():  # e.g. on a raw pickle, before the error below says it
             warnings.simplefilter("ignore")
@@ -113,7 +116,7 @@ def load_checkpoint(path: str, map_location: str = "cpu") -> dict:
     except Exception as e:  # torch explains in paragraphs: name the kind of failure only
         what = ("it pickles Python objects, which are never loaded" if "GLOBAL" in str(e)
                 else "corrupt or not a torch file")
-        raise CheckpointError(f"cannot read checkpoint {path}: {what}") from e
+        raise CheckpointError(f"cannot read checkpoint {shown}: {what}") from e
 
 
 def check_checkpoint(ckpt: dict, path: str, env_name: str, obs_shape: Sequence[int],

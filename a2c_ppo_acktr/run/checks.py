@@ -175,7 +175,23 @@ def check_together(args: argparse.Namespace) -> list[str]:
     values = vars(args)
     found = [spec.check(values) for spec in declarations()
              if spec.check is not None and spec.applies(args.algo)]
-    return [warning for warning in found if warning]
+    return [warning for warning in found + [_history_files(args)] if warning]
+
+
+HISTORY_FILES = 1000  # --save-history copies past which a run is said to fill its directory
+
+
+def _history_files(args: argparse.Namespace) -> str | None:
+    """A warning where ``--save-history N`` keeps more than ``HISTORY_FILES`` checkpoints."""
+    if not args.save_history:
+        return None
+    updates = args.num_env_steps // (args.num_processes * args.num_steps * max(1, args.num_workers))
+    copies = updates // args.save_history
+    if copies <= HISTORY_FILES:
+        return None
+    return (f"--save-history {args.save_history} keeps {copies:,} copies of the checkpoint (one "
+            f"per {args.save_history} of {updates:,} updates), more than {HISTORY_FILES:,} files: "
+            "a larger N keeps fewer")
 
 
 def check_args(args: argparse.Namespace) -> list[str]:

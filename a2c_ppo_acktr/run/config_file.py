@@ -53,6 +53,9 @@ def read_flags(path: str, flag: str) -> dict:
                           "so say which one you mean") from None
     except ValueError as e:  # JSONDecodeError, or bytes that are not text
         raise ConfigError(f"{flag}: {file} is not JSON: {e}") from None
+    except RecursionError:  # arrays or objects nested thousands deep: no file of flags
+        raise ConfigError(f"{flag}: {file} nests its values too deep to be a file of flags "
+                          "(a flag's value is a number, a string or a list of them)") from None
     except OSError as e:
         raise ConfigError(f"{flag}: cannot read {file}: {e.strerror or e}") from None
     flags = data.get("flags", data) if isinstance(data, dict) else None

@@ -35,6 +35,7 @@ class ScalarLogger:
         self._file: Optional[IO[str]] = None
         self._writer: Optional[csv.DictWriter[str]] = None
         self._fields: Optional[list[str]] = None
+        self._failed = False  # a row could not be written (``close`` then cannot flush it)
         if append and os.path.exists(self.path):
             with open(self.path, newline="") as f:
                 header = next(csv.reader(f), None)
@@ -58,6 +59,7 @@ class ScalarLogger:
         try:
             self._log(row, step)
         except OSError as e:  # a full disk: named, for one line
+            self._failed = True
             raise LogError(f"cannot write {self.path}: {e.strerror or e}") from e
 
     def _log(self, row: Mapping[str, float | str], step: int) -> None:
@@ -98,10 +100,14 @@ class ScalarLogger:
         self._writer = csv.DictWriter(self._file, fieldnames=fields)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        if self._tb is not None:
-            self._tb.close()
+        try:
+            if self._file is not None:
+                self._file.close()
+            if self._tb is not None:
+                self._tb.close()
+        except OSError:  # its row unwritten by ``log`` once more (a full disk): said there
+            if not self._failed:
+                raise
 
 
 def scalars(row: Mapping[str, float | str]) -> dict[str, float]:

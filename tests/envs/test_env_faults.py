@@ -212,3 +212,21 @@ def test_env_timeout_stops_a_hung_run_in_one_line_keeping_its_checkpoint(tmp_pat
     last = capsys.readouterr().err.splitlines()[-1]
     assert ": error: env 0 of tests.fault_envs:Hangs-v0: step did not return within " \
            "--env-timeout 1 s; stopped, keeping the last saved checkpoint" in last, last
+
+
+def test_a_float_observation_outside_its_box_is_said_once(capsys, monkeypatch):
+    """Issue #85 item 5: an observation outside its Box's bounds passed silently; it is said once
+    per process, whichever vec env (training, evaluation) meets it, and the run goes on."""
+    from a2c_ppo_acktr.envs import normalize
+    monkeypatch.setattr(normalize, "_SAID", set())
+    for _ in range(2):
+        venv = normalize.VecNormalize(DummyVecEnv(fns("OutOfBounds-v0")))
+        venv.reset()
+        for _ in range(8):
+            venv.step(np.zeros(2, np.int64))
+        venv.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(
+        "warning: env 0 returned an observation outside its observation space Box(-1.0, 1.0, "
+        "(3,), float32) (5 at index 0; said once): widen the space's bounds or clip the "
+        "observation in the env"), lines

@@ -150,3 +150,16 @@ def test_check_checkpoint_names_the_mismatch():
     checkpoint.check_checkpoint(ckpt, "x.pt", "CartPole-v1", (4,), "Discrete(2)")
     with pytest.raises(checkpoint.CheckpointError, match="obs_shape"):
         checkpoint.check_checkpoint(ckpt, "x.pt", "CartPole-v1", (5,), "Discrete(2)")
+
+
+def test_a_checkpoint_symlinked_to_a_non_checkpoint_names_the_link_and_its_target(tmp_path):
+    """Issue #85: the line named the link only, whose file looked like a checkpoint."""
+    (tmp_path / "notes.txt").write_text("not a checkpoint")
+    for target, why in [(tmp_path / "notes.txt", "corrupt or not a torch file"),
+                        (tmp_path, "a directory is there"), (tmp_path / "gone", "no file is there")]:
+        link = tmp_path / f"link{len(why)}.pt"
+        os.symlink(target, link)
+        with pytest.raises(checkpoint.CheckpointError) as e:
+            checkpoint.load_checkpoint(str(link))
+        assert f"{link} (a symbolic link to {os.path.realpath(target)})" in str(e.value)
+        assert str(e.value).endswith(why)

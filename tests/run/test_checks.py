@@ -81,6 +81,32 @@ def test_env_kwargs_pairs():
             parse_env_kwargs(bad)
 
 
+def test_env_kwargs_nan_and_inf_are_floats_and_quoted_they_stay_text():
+    """As docs/details.md says (issue #85): float() reads them; quoted, they are text."""
+    kwargs = parse_env_kwargs(["a=nan", "b=inf", "c=-inf", 'd="nan"', "e=NaNa"])
+    assert np.isnan(kwargs["a"]) and kwargs["b"] == np.inf and kwargs["c"] == -np.inf
+    assert (kwargs["d"], kwargs["e"]) == ("nan", "NaNa")
+
+
+def test_an_env_id_naming_a_module_by_its_path_is_one_line():
+    """Issue #85: '../x:Id' was importlib's TypeError (a relative import without a package)."""
+    from a2c_ppo_acktr.envs.single import env_spec
+    for env_id in ("../x:Id", "my envs:Id", "x/y:Id"):
+        with pytest.raises(ConfigError, match="a module is named as in Python's import"):
+            env_spec(env_id)
+
+
+def test_a_history_of_more_than_a_thousand_files_is_said():
+    """Issue #85 item 6: --save-history 1 on a long run wrote a file per update, unsaid."""
+    from a2c_ppo_acktr.run.arguments import get_config
+    base = ["--algo", "a2c", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps",
+            "8", "--save-history", "10"]
+    assert not get_config(base + ["--num-env-steps", "160000"]).warnings  # 1,000 copies
+    assert get_config(base + ["--num-env-steps", "1000000"]).warnings == (
+        "--save-history 10 keeps 6,250 copies of the checkpoint (one per 10 of 62,500 updates), "
+        "more than 1,000 files: a larger N keeps fewer",)
+
+
 def test_every_numeric_flag_has_a_range():
     numeric = {a.dest for a in build_parser()._actions if a.type in (int, float, count)}
     assert numeric == set(numbers()) == {s.dest for s in declarations() if s.type in (int, float, count)}

@@ -121,3 +121,13 @@ def test_config_and_resume_exclude_each_other(tmp_path, capsys):
     assert exc.value.code == 2
     assert "--config starts a new run from a file's flags, --resume continues a run" in \
         capsys.readouterr().err
+
+
+def test_a_config_nested_thousands_deep_is_one_line(tmp_path):
+    """Issue #85: JSON nested past Python's recursion limit was a RecursionError."""
+    from a2c_ppo_acktr.errors import ConfigError
+    from a2c_ppo_acktr.run.config_file import read_flags
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"flags": {"lr": ' + "[" * 100_000 + "]" * 100_000 + "}}")
+    with pytest.raises(ConfigError, match="deep.json nests its values too deep to be a file of"):
+        read_flags(str(deep), "--config")

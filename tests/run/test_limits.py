@@ -5,6 +5,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 import warnings
 
 import benchmark
@@ -64,6 +65,23 @@ def test_too_many_open_files_is_one_line_at_start_and_mid_run(tmp_path, capsys, 
     monkeypatch.setattr(ScalarLogger, "_log", emfile)
     one_line(capsys, lambda: main.main(TINY + ["--log-interval", "1"] + dirs(tmp_path)), 1,
              "progress.csv: Too many open files; stopped, keeping the last saved checkpoint")
+
+
+@pytest.mark.slow
+def test_ulimit_n_below_shmems_workers_is_one_line_and_leaves_nothing(tmp_path):
+    """Issue #85: at ``ulimit -n 16`` the forkserver printed a traceback before the line, and a
+    worker started before the limit wrote its monitor files after the start was undone."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (16, 16))
+    argv = TINY[:-4] + ["--num-processes", "16", "--vec-env", "shmem", "--num-env-steps", "128"] + dirs(
+        tmp_path)
+    proc = subprocess.run([sys.executable, "main.py", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, preexec_fn=limit)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("main.py: error: too many open files (") and \
+        "ShmemVecEnv workers need about" in proc.stderr
+    time.sleep(1)  # a worker left running would write its monitor files by now
+    assert os.listdir(tmp_path) == []
 
 
 def test_memory_running_out_mid_run_is_one_line_keeping_the_checkpoint(tmp_path, capsys,

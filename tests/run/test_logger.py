@@ -1,7 +1,11 @@
 """The scalar CSV log (append on resume) and the live progress line (TTY only)."""
 import csv
 import io
+import os
 
+import pytest
+
+from a2c_ppo_acktr.errors import LogError
 from a2c_ppo_acktr.run.logger import (
     ProgressLine,
     ScalarLogger,
@@ -81,3 +85,13 @@ def test_every_statistic_is_a_column_in_the_order_given():
                          "min_return", "max_return", "value_loss", "my_bonus", "lr", "time",
                          "timeouts"]
     assert scalars(row)["my_bonus"] == 2.0
+
+
+def test_a_full_disk_is_said_once_and_close_does_not_raise_it_again(tmp_path):
+    """Issue #85: the row that a full disk kept from progress.csv was flushed again by close, whose
+    traceback followed the run's one line."""
+    os.symlink("/dev/full", tmp_path / "progress.csv")  # every write: No space left on device
+    log = ScalarLogger(str(tmp_path), tensorboard=False)
+    with pytest.raises(LogError, match="progress.csv: No space left on device"):
+        log.log({"timesteps": 1}, 1)
+    log.close()

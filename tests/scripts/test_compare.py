@@ -165,3 +165,15 @@ def test_a_log_dir_of_seeds_one_seed_mixed_lengths_and_repeats_are_said(tmp_path
     rc, out, err = compare("--run", f"a={tmp_path / 'logs'},{longer},{logs}", "--json")
     assert rc == 0 and "a on CartPole-v1 mixes run lengths (3,000 to 21,000 steps)" in err, err
     assert "is named twice" in err and json.loads(out)["envs"]["CartPole-v1"]["a"]["n"] == 4
+
+
+def test_an_out_it_cannot_write_is_one_line_before_any_run_is_read(tmp_path, capsys):
+    """Issue #85: a read-only --out was a traceback after every run was read."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    with pytest.raises(SystemExit) as e:
+        compare_py.main(["--run", f"a={tmp_path / 'no-such-run'}", "--out", str(a_file / "cmp")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.splitlines() == [
+        f"compare.py: error: --out {a_file / 'cmp'}: {a_file} is a file, not a directory "
+        "(see --help)"], err

@@ -42,6 +42,13 @@ TINY = ["--", "--num-env-steps", "1024", "--num-processes", "4", "--num-steps", 
     (["--search", "lr=log:1e-4:1e-2", "--storage", "bogus://x"], "--storage bogus://x: "),
     (["--search", "lr=log:1e-4:1e-2", "--storage", "sqlite:////no/such/dir/x.db"],
      "unable to open database file"),
+    (["--n-trials", "0"], "--n-trials must be a positive integer below 2**63, got 0"),
+    (["--n-trials", "-1"], "--n-trials must be a positive integer below 2**63, got -1"),
+    (["--out", "/proc/version/runs"], "--out /proc/version/runs: /proc/version is a file"),
+    (["--best-config", "/proc/version/best.json"], "--best-config /proc/version: /proc/version is a file"),
+    (["--best-config", "/"], "--best-config / is a directory: give a file's path"),
+    (["--search", "lr=log:1e-4:1e-2", "--storage", "postgresql://me:s3cret@127.0.0.1:1/db"],
+     "--storage postgresql://me:***@127.0.0.1:1/db: "),  # the password never shown
 ])
 def test_bad_specs_storages_and_flags_are_one_line(tmp_path, monkeypatch, capsys, argv, needle):
     monkeypatch.chdir(tmp_path)
@@ -49,8 +56,8 @@ def test_bad_specs_storages_and_flags_are_one_line(tmp_path, monkeypatch, capsys
         tune.main(["--env-name", "CartPole-v1", *argv])
     err = capsys.readouterr().err
     assert e.value.code == 2 and len(err.strip().splitlines()) == 1, err
-    assert ": error: " in err and needle in err, err  # main.py's checks name the running script
-    assert os.listdir(tmp_path) == []
+    assert ": error: " in err and needle in err and "s3cret" not in err, err  # main.py's checks
+    assert os.listdir(tmp_path) == []  # name the running script
 
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
@@ -128,6 +135,7 @@ def test_two_processes_share_one_study_and_each_trial_runs_once(tmp_path):
     # the best flags: a main.py command and a --config file that main.py reads
     out = outs[0][0]
     assert "python main.py --env-name CartPole-v1 --algo ppo --num-env-steps 1024" in out
+    assert " --log-dir logs/s\n" in out  # its own, not main.py's shared /tmp/gym
     flags = json.loads((tmp_path / "s_best.json").read_text())
     args = get_args(["--config", str(tmp_path / "s_best.json")])
     assert (args.env_name, args.num_env_steps, args.lr) == ("CartPole-v1", 1024, flags["lr"])
