@@ -342,4 +342,7 @@ def test_the_device_calls_wheels_and_image_hold_what_main_loads():
                           timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = {_normal(d) for d in json.loads(proc.stdout.splitlines()[-1])} - {"a2c-ppo-acktr"}
-    assert loaded - wheels - image == set()
+    # Imported only where installed, by a try of the importer, and not needed to train:
+    # torch._dynamo's optree pytrees (envpool brings optree), tqdm's rich bar (SB3 asks for it).
+    optional = {"optree", "rich"}
+    assert loaded - wheels - image - optional == set()
