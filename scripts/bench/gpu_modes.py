@@ -42,7 +42,7 @@ from a2c_ppo_acktr.run import recipes
 from a2c_ppo_acktr.run.arguments import get_args
 
 # The README's Atari PPO command (tests/scripts/test_bench_gpu.py checks that the README still shows it).
-README_PONG = ["--env-name", "PongNoFrameskip-v4", "--recipe", "original"]
+README_PONG = ["--env-name", "PongNoFrameskip-v4", "--recipe", "original", "--log-dir", "logs/ppo-pong"]
 FAST_PONG = ["--env-name", "PongNoFrameskip-v4", "--recipe", "fast"]
 CPU_CARTPOLE = ["--env-name", "CartPole-v1", "--recipe", "original", "--no-cuda"]
 # The fast recipe's steps per env and samples per minibatch, kept when the sweep changes envs.
