@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -67,12 +68,22 @@ def build_parser() -> Parser:
     return p
 
 
+def zoo_package() -> str | None:
+    """The installed rl_zoo3's folder, found without importing it (its import patches gymnasium's
+    ``TimeLimit`` for the whole process, as the zoo's own runs have it: only a run imports it)."""
+    try:
+        spec = importlib.util.find_spec("rl_zoo3")
+    except (ImportError, ValueError):
+        return None
+    return None if spec is None or not spec.submodule_search_locations else \
+        list(spec.submodule_search_locations)[0]
+
+
 def zoo_entry(algo: str, env_name: str) -> tuple[str, dict, str]:
     """The zoo's yml entry for ``env_name`` (or its -v4): (entry id, its values, a note)."""
-    import rl_zoo3
     import yaml
 
-    path = os.path.join(os.path.dirname(rl_zoo3.__file__ or ""), "hyperparams", f"{algo}.yml")
+    path = os.path.join(zoo_package() or "", "hyperparams", f"{algo}.yml")
     with open(path) as f:
         table = yaml.safe_load(f)
     older = re.sub(r"-v\d+$", "-v4", env_name)
@@ -106,9 +117,7 @@ def check(args: argparse.Namespace) -> dict:
         fail(f"unknown --peer {args.peer!r}; expected one of: {', '.join(PEERS)}", prog="peers.py")
     if args.algo not in ALGOS:
         fail(f"unknown --algo {args.algo!r}; expected one of: {', '.join(ALGOS)}", prog="peers.py")
-    try:
-        import rl_zoo3  # noqa: F401
-    except ImportError:
+    if zoo_package() is None:
         fail("--peer sb3 needs rl-zoo3: pip install -e .[peers]", prog="peers.py")
     try:
         gym.spec(args.env_name)

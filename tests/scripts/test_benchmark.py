@@ -257,7 +257,7 @@ def test_flags_after_dashes_change_every_run(tmp_path):
     row = "| CartPole-v1 | tuned --ppo-epoch 1 --num-processes 4 | 1,024 | 1 |"
     assert row in proc.stdout and row in (out / "results.md").read_text()
     assert "--ppo-epoch 1 --num-processes 4" in (out / "results.md").read_text().split("```bash")[1]
-    assert "| P(variant > recipe) [95% CI] |" in proc.stdout
+    assert "| last10: P(variant > recipe) [95% CI] |" in proc.stdout
     assert re.search(r"\| CartPole-v1 \| tuned \| 1,024 \| 1 \| \d+ \| \d+ \(one seed\) \| - \|",
                      proc.stdout), proc.stdout
     # one seed each: P is 1, 0.5 or 0, and so is its interval

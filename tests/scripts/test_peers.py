@@ -3,18 +3,41 @@ compare.py then scores under each metric; its bad input (one line, exit 2, nothi
 import json
 import os
 
+import gymnasium
 import pytest
 import yaml
 
-pytest.importorskip("rl_zoo3")
-import compare as compare_py  # noqa: E402
-import peers  # noqa: E402
+import compare as compare_py
+import peers
+
+# rl_zoo3 is found, not imported, here: its import replaces gymnasium's TimeLimit process-wide.
+pytestmark = pytest.mark.skipif(peers.zoo_package() is None, reason="needs rl-zoo3 (.[peers])")
+TIME_LIMITS = [(gymnasium.wrappers, "TimeLimit"), (gymnasium.wrappers.common, "TimeLimit"),
+               (gymnasium.envs.registration, "TimeLimit")]
+
+
+@pytest.fixture(autouse=True)
+def gymnasiums_own_time_limit():
+    """A peer's run imports rl_zoo3, whose gym_patches put its own TimeLimit into gymnasium for
+    the rest of the process (as in the zoo's runs); the tests after these get gymnasium's back."""
+    saved = [(module, name, getattr(module, name, None)) for module, name in TIME_LIMITS]
+    yield
+    for module, name, value in saved:
+        if value is None:  # one the zoo adds
+            vars(module).pop(name, None)
+        else:
+            setattr(module, name, value)
 
 
 def zoo_yml(algo):
-    import rl_zoo3
-    with open(os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams", f"{algo}.yml")) as f:
+    with open(os.path.join(peers.zoo_package(), "hyperparams", f"{algo}.yml")) as f:
         return yaml.safe_load(f)
+
+
+def test_finding_the_zoo_leaves_gymnasium_as_it_is():
+    before = gymnasium.wrappers.TimeLimit
+    assert peers.zoo_package() and peers.zoo_entry("ppo", "CartPole-v1")[0] == "CartPole-v1"
+    assert gymnasium.wrappers.TimeLimit is before
 
 
 def test_a_seed_is_a_run_in_our_layout_with_the_zoos_hyperparameters(tmp_path, capsys):
