@@ -37,7 +37,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from a2c_ppo_acktr.evaluation import evaluation_row, write_final_eval
+from a2c_ppo_acktr.evaluation import FINAL_EVAL_SEED, evaluation_row, write_final_eval
 from a2c_ppo_acktr.run.arguments import Parser, fail
 from a2c_ppo_acktr.run.checkpoint import run_paths
 from a2c_ppo_acktr.run.checks import count
@@ -230,7 +230,6 @@ def run_sb3(args: argparse.Namespace, zoo: dict, seed: int) -> float:
         model.learn(total_timesteps=budget, callback=Evaluations())
     finally:
         curve.close()
-    from a2c_ppo_acktr.evaluation import FINAL_EVAL_SEED
     returns = evaluate_sb3(model, env, args.env_name, args.final_eval_episodes,
                            seed + FINAL_EVAL_SEED)
     env.close()
