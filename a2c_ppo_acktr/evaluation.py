@@ -4,7 +4,6 @@
 ``evaluate`` (training's evaluation), ``enjoy.py`` (watching, recording videos) and
 ``gail_experts/generate.py`` (recording expert trajectories) all play through ``run_episodes``.
 """
-import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -16,7 +15,7 @@ import torch
 from a2c_ppo_acktr.envs import TorchVecEnv, VecEnvWrapper, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.torch_vec import to_device
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.utils import save_atomic
+from a2c_ppo_acktr.utils import save_json
 
 # on_step(action, reward, infos): after the reset (None, None, []) and after every step.
 OnStep = Callable[[torch.Tensor | None, torch.Tensor | None, list[dict]], None]
@@ -124,12 +123,11 @@ def final_evaluation(actor_critic: Policy, obs_rms: dict | None, env_steps: int,
 def write_final_eval(log_dir: str, env_steps: int, returns: list[float], first_seed: int) -> dict:
     """``<log_dir>/final_eval.json`` (atomic), the deterministic ``returns`` of one episode on
     each env seeded from ``first_seed`` after ``env_steps``; -> its dict."""
-    result = {**evaluation_row(-1, env_steps, returns), "returns": [float(r) for r in returns],
-              "deterministic": True, "normalization": "frozen",
-              "env_seeds": [first_seed, first_seed + len(returns) - 1]}
-    del result["update"]
-    save_atomic(result, os.path.join(log_dir, FINAL_EVAL_FILE),
-                save=lambda obj, f: f.write(json.dumps(obj, indent=1).encode()))
+    row = evaluation_row(-1, env_steps, returns)
+    result = {key: row[key] for key in ("timesteps", "episodes", "mean_return", "std_return")}
+    result |= {"returns": [float(r) for r in returns], "deterministic": True,
+               "normalization": "frozen", "env_seeds": [first_seed, first_seed + len(returns) - 1]}
+    save_json(result, os.path.join(log_dir, FINAL_EVAL_FILE))
     return result
 
 

@@ -3,6 +3,7 @@ processes and signals."""
 import contextlib
 import errno
 import glob
+import json
 import os
 import secrets
 import signal
@@ -86,6 +87,11 @@ def save_atomic(state: Any, path: str, save: Callable[[Any, IO[bytes]], object] 
         if cause is not None:
             raise CheckpointError(f"cannot write {path}: {cause.strerror or cause}") from e
         raise
+
+
+def save_json(obj: Any, path: str) -> None:
+    """``obj`` as indented JSON at ``path``, written atomically (``save_atomic``)."""
+    save_atomic(obj, path, save=lambda o, f: f.write(json.dumps(o, indent=1).encode()))
 
 
 def remove_stale_temporaries(path: str) -> list:

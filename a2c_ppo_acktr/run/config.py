@@ -11,7 +11,6 @@ checkpoint (key "config"), plain values only.
 """
 import argparse
 import importlib.metadata
-import json
 import os
 import platform
 import subprocess
@@ -23,7 +22,7 @@ from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.run import checks, recipes
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.run.config_file import CONFIG_FILE, file_flags, read_flags
-from a2c_ppo_acktr.utils import save_atomic
+from a2c_ppo_acktr.utils import save_json
 
 VERSIONS = ("torch", "gymnasium", "ale-py", "mujoco", "numpy")
 
@@ -98,7 +97,7 @@ def run_config(flags: dict, argv: list[str]) -> dict:
 def write_config(config: dict, log_dir: str) -> str:
     """Write ``config`` to ``<log_dir>/config.json`` atomically; -> its path."""
     path = os.path.join(log_dir, CONFIG_FILE)
-    save_atomic(config, path, save=lambda obj, f: f.write(json.dumps(obj, indent=1).encode()))
+    save_json(config, path)
     return path
 
 
