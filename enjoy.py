@@ -32,14 +32,14 @@ import numpy as np
 import torch
 from stable_baselines3.common.monitor import Monitor
 
+from a2c_ppo_acktr.deploy.playback import add_checkpoint_args, load, play_envs
 from a2c_ppo_acktr.envs.single import render_offscreen
-from a2c_ppo_acktr.errors import Error
+from a2c_ppo_acktr.errors import Error, fail
 from a2c_ppo_acktr.evaluation import run_episodes
-from a2c_ppo_acktr.run.arguments import Parser, fail
 from a2c_ppo_acktr.run.checkpoint import build_policy
-from a2c_ppo_acktr.run.checks import PLAYBACK_NUMBERS, check_numbers, check_paths
 from a2c_ppo_acktr.run.interrupt import default_signals
-from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
+from a2c_ppo_acktr.settings.arguments import Parser
+from a2c_ppo_acktr.settings.checks import PLAYBACK_NUMBERS, check_numbers, check_paths
 
 PROG = "enjoy.py"
 

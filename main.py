@@ -36,9 +36,9 @@ import torch
 import torch._dynamo  # noqa: F401
 
 from a2c_ppo_acktr.config import Config
-from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.run.life import Run
 from a2c_ppo_acktr.run.start import RunEnded, open_run
+from a2c_ppo_acktr.settings.arguments import get_config
 
 
 def main(argv: list[str] | None = None) -> int:

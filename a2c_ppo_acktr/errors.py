@@ -5,11 +5,23 @@ import errno
 import os
 import re
 import sys
+from typing import NoReturn, Optional
 
 
 def program() -> str:
     """The running script's name, for the first word of the lines it prints about itself."""
     return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "main.py"
+
+
+def fail(message: str, prog: Optional[str] = None) -> NoReturn:
+    """One line on stderr and exit status 2: bad input is explained, never a traceback."""
+    print(f"{prog or program()}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def warn(message: str) -> None:
+    """One line on stderr about a setting that runs, but not as one might expect."""
+    print(f"{program()}: warning: {message}", file=sys.stderr)
 
 
 class Error(Exception):

@@ -21,7 +21,7 @@ from gymnasium import spaces
 
 from a2c_ppo_acktr.algo.gail import save_expert_file
 from a2c_ppo_acktr.envs import make_vec_envs
-from a2c_ppo_acktr.run.arguments import fail
+from a2c_ppo_acktr.errors import fail
 
 H5_KEYS = ("obs_B_T_Do", "a_B_T_Da", "r_B_T", "len_B")
 

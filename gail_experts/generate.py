@@ -27,15 +27,15 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.algo.gail import save_expert_file
+from a2c_ppo_acktr.deploy.playback import add_checkpoint_args, load, play_envs
 from a2c_ppo_acktr.envs import get_vec_normalize
-from a2c_ppo_acktr.errors import Error
+from a2c_ppo_acktr.errors import Error, fail
 from a2c_ppo_acktr.evaluation import run_episodes
-from a2c_ppo_acktr.run.arguments import Parser, fail
 from a2c_ppo_acktr.run.checkpoint import build_policy
-from a2c_ppo_acktr.run.checks import PLAYBACK_NUMBERS, check_numbers, check_paths
 from a2c_ppo_acktr.run.interrupt import default_signals
-from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
 from a2c_ppo_acktr.run.rundir import check_dir
+from a2c_ppo_acktr.settings.arguments import Parser
+from a2c_ppo_acktr.settings.checks import PLAYBACK_NUMBERS, check_numbers, check_paths
 
 PROG = "generate.py"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Run a suite's recipes (a2c_ppo_acktr/run/recipes.py) over seeds and report the results table.
+"""Run a suite's recipes (a2c_ppo_acktr/settings/recipes.py) over seeds and report the results table.
 
 Each run is ``main.py`` in a subprocess, under ``<out>/runs/<env>/<recipe>/seed<k>/`` (its
 ``logs/``, ``models/`` and ``stdout.log``). The score of a run is the mean return of its last 10
@@ -14,7 +14,7 @@ one cut short (stopped by a signal, which saves its checkpoint) continues with `
 make one table; a checkpoint holding more steps than its run trains is another run's, and
 ``--reuse`` stops in one line before any run starts. Beside the mean ± std, a row gives the
 interquartile mean (IQM) over its seeds with its 95% stratified bootstrap interval
-(``a2c_ppo_acktr/run/stats.py``). Ctrl-C or SIGTERM, to this process alone or to its group,
+(``a2c_ppo_acktr/analysis/stats.py``). Ctrl-C or SIGTERM, to this process alone or to its group,
 stops the runs under way (each saves) and starts no more; the table then holds the runs that
 finished.
 ``--thresholds 18 20`` adds, per run, the env steps and training minutes at which the log's mean
@@ -46,13 +46,13 @@ from run_results import STATISTICS_NOTE, read_result, run_line, saved_steps, tab
 
 from a2c_ppo_acktr.envs import VEC_ENV_KINDS
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.run import recipes
-from a2c_ppo_acktr.run.arguments import Parser, get_args
-from a2c_ppo_acktr.run.arguments import build_parser as build_main_parser
-from a2c_ppo_acktr.run.checks import BENCHMARK_NUMBERS, check_numbers, check_paths, count
-from a2c_ppo_acktr.run.config import given_flags
 from a2c_ppo_acktr.run.interrupt import Children
 from a2c_ppo_acktr.run.rundir import check_dir
+from a2c_ppo_acktr.settings import recipes
+from a2c_ppo_acktr.settings.arguments import Parser, get_args
+from a2c_ppo_acktr.settings.arguments import build_parser as build_main_parser
+from a2c_ppo_acktr.settings.checks import BENCHMARK_NUMBERS, check_numbers, check_paths, count
+from a2c_ppo_acktr.settings.resolve import given_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILDREN = Children()  # the main.py runs; a signal to this process reaches them

@@ -3,14 +3,14 @@
 
 Each ``--run LABEL=DIR[,DIR...]`` is one variant; each DIR one seed's log dir (as ``plot.py
 --run``; globs allowed); the first label is the baseline. A run's score is its ``--metric``
-(``a2c_ppo_acktr/run/metrics.py``): ``last10`` (default; the mean return of its last 10 training
+(``a2c_ppo_acktr/analysis/metrics.py``): ``last10`` (default; the mean return of its last 10 training
 episodes, as ``benchmark.py``), ``last100``, ``final-det`` (its final deterministic evaluation)
 or ``max-eval`` (its evaluation where the label's seed-mean evaluation curve peaks). Per env and
 label: the mean and the
 interquartile mean (IQM), each with a 95% stratified bootstrap confidence interval, the number of
 seeds and, against the baseline, the probability of improvement P(label > baseline) (ties count
 one half) with its interval. With several envs, scores are normalized per env
-(``a2c_ppo_acktr/run/reference_scores.py``: Atari human-normalized) and aggregated over envs as
+(``a2c_ppo_acktr/analysis/reference_scores.py``: Atari human-normalized) and aggregated over envs as
 well. ``--out DIR``: IQM learning curves with their bands, one figure per env, and the
 performance profiles. ``--seed`` and ``--resamples`` make the intervals reproducible.
 
@@ -27,12 +27,12 @@ import sys
 import numpy as np
 from plot import expand_dirs, parse_run_spec
 
-from a2c_ppo_acktr.envs.episodes import load_run
+from a2c_ppo_acktr.analysis import metrics, reference_scores, stats
+from a2c_ppo_acktr.analysis.episodes import load_run
 from a2c_ppo_acktr.errors import ConfigError, LogError
-from a2c_ppo_acktr.run import metrics, reference_scores, stats
-from a2c_ppo_acktr.run.arguments import Parser
-from a2c_ppo_acktr.run.checks import count
 from a2c_ppo_acktr.run.rundir import check_dir
+from a2c_ppo_acktr.settings.arguments import Parser
+from a2c_ppo_acktr.settings.checks import count
 from curves import aggregate, env_filename, plot_curves
 
 ALL = "all"  # the aggregate over envs, in the JSON beside the env ids
@@ -89,7 +89,7 @@ def warn_of(runs: dict[str, dict[str, list]]) -> None:
 
 def scores_of(runs: dict[str, dict[str, list]], dirs: dict[str, dict[str, list[str]]],
               metric: str = "last10") -> dict[str, dict[str, np.ndarray]]:
-    """Each run's ``metric`` score (``run/metrics.py``), as ``runs`` is laid out."""
+    """Each run's ``metric`` score (``analysis/metrics.py``), as ``runs`` is laid out."""
     return {env: {label: metrics.scores(metric, dirs[env][label], [r for _, r in rs])
                   for label, rs in by.items()} for env, by in runs.items()}
 
@@ -104,7 +104,7 @@ def normalized(scores: dict[str, dict[str, np.ndarray]], labels: list[str]
     if missing or unknown:
         return None, "; ".join(missing) or (
             f"no random and reference score for {', '.join(unknown)} "
-            "(a2c_ppo_acktr/run/reference_scores.py)")
+            "(a2c_ppo_acktr/analysis/reference_scores.py)")
     strata = {label: [stats.normalize(scores[env][label], *reference_scores.bounds(env)[:2])
                       for env in envs] for label in labels}
     suites = sorted({reference_scores.bounds(env)[2] for env in envs})

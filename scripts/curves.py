@@ -1,4 +1,4 @@
-"""Learning curves of runs read by ``envs.episodes.load_run``: smoothing, averaging seeds and
+"""Learning curves of runs read by ``analysis.episodes.load_run``: smoothing, averaging seeds and
 drawing them (``scripts/plot.py``, ``scripts/benchmark.py``, ``scripts/compare.py``: its IQM curves
 and performance profiles); the steps and training time at which a run's ``progress.csv`` first
 reaches a return. The x-axis is the cumulative number of env steps
@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from a2c_ppo_acktr.run import stats
+from a2c_ppo_acktr.analysis import stats
 from a2c_ppo_acktr.utils import env_file_name
 
 
@@ -49,7 +49,7 @@ def aggregate(
     across runs for ``band="minmax"``, ``mean -/+ std`` for ``band="std"``,
     and equal to ``mean`` for ``band="none"`` or a single run. ``band="iqm"``: the
     curve is the interquartile mean over runs and ``lo``/``hi`` its 95% stratified
-    bootstrap interval (``run.stats.iqm_band``).
+    bootstrap interval (``analysis.stats.iqm_band``).
     """
     if not runs:
         raise ValueError("aggregate() needs at least one run")

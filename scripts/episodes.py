@@ -23,9 +23,9 @@ import sys
 import numpy as np
 from plot import expand_dirs, parse_run_spec
 
-from a2c_ppo_acktr.envs.episodes import load_episodes
+from a2c_ppo_acktr.analysis.episodes import load_episodes
 from a2c_ppo_acktr.errors import LogError
-from a2c_ppo_acktr.run.arguments import Parser
+from a2c_ppo_acktr.settings.arguments import Parser
 
 
 def build_parser() -> Parser:

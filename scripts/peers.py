@@ -37,12 +37,12 @@ from typing import Any
 
 import gymnasium as gym
 
+from a2c_ppo_acktr.errors import fail
 from a2c_ppo_acktr.evaluation import FINAL_EVAL_SEED, evaluation_row, write_final_eval
-from a2c_ppo_acktr.run.arguments import Parser, fail
-from a2c_ppo_acktr.run.checkpoint import run_paths
-from a2c_ppo_acktr.run.checks import count
-from a2c_ppo_acktr.run.config import CONFIG_FILE, write_config
+from a2c_ppo_acktr.run.checkpoint import CONFIG_FILE, run_paths, write_config
 from a2c_ppo_acktr.run.logger import ScalarLogger
+from a2c_ppo_acktr.settings.arguments import Parser
+from a2c_ppo_acktr.settings.checks import count
 
 PEERS = {"sb3": ("stable-baselines3", "rl-zoo3", "sb3-contrib")}  # a peer: the packages it is
 ALGOS = ("ppo", "a2c")

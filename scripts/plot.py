@@ -27,10 +27,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-from a2c_ppo_acktr.envs.episodes import load_run, run_dirs
+from a2c_ppo_acktr.analysis.episodes import load_run, run_dirs
+from a2c_ppo_acktr.analysis.history import evaluate_history, history_curve
 from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run.checkpoint import CheckpointError
-from a2c_ppo_acktr.run.history import evaluate_history, history_curve
 from a2c_ppo_acktr.run.rundir import check_dir
 from curves import aggregate, env_filename, plot_curves
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """docs/results.md's statistics, computed from its own per-seed columns: each MuJoCo and Atari row's
 interquartile mean (IQM) over its seeds with a 95% stratified bootstrap interval, and the MuJoCo
-suite's aggregate over envs per recipe (normalized scores: ``a2c_ppo_acktr/run/reference_scores.py``)
-with the probability that the tuned recipe beats the original's. ``a2c_ppo_acktr/run/stats.py``
+suite's aggregate over envs per recipe (normalized scores: ``a2c_ppo_acktr/analysis/reference_scores.py``)
+with the probability that the tuned recipe beats the original's. ``a2c_ppo_acktr/analysis/stats.py``
 computes them (10,000 resamples, seed 0); no figure is typed by hand.
 
     python scripts/results_stats.py            # rewrite the IQM column and the aggregate table
@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from a2c_ppo_acktr.run import reference_scores, stats
+from a2c_ppo_acktr.analysis import reference_scores, stats
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
                        "results.md")

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from a2c_ppo_acktr.envs.episodes import load_run
+from a2c_ppo_acktr.analysis import stats
+from a2c_ppo_acktr.analysis.episodes import load_run
+from a2c_ppo_acktr.analysis.history import evaluate_checkpoint
 from a2c_ppo_acktr.errors import LogError
 from a2c_ppo_acktr.evaluation import FINAL_EVAL_FILE
-from a2c_ppo_acktr.run import recipes, stats
 from a2c_ppo_acktr.run.checkpoint import CheckpointError, load_checkpoint
-from a2c_ppo_acktr.run.history import evaluate_checkpoint
+from a2c_ppo_acktr.settings import recipes
 from curves import aggregate, elapsed, env_filename, format_reached, plot_curves
 
 EVAL_EPISODES = 10  # of the final policy, deterministic: what the zoo's tables report

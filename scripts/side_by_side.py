@@ -6,7 +6,7 @@ table, made from run directories.
 main.py and ``scripts/peers.py`` write them); the envs and seeds both hold for ``--algo`` are
 compared. Each row is one (env, metric): each side's IQM over seeds with its 95% stratified
 bootstrap interval and P(ours > peer) with its interval (``compare.py``'s statistics,
-``a2c_ppo_acktr/run/metrics.py``'s metrics). A metric a side has no files for (a run without
+``a2c_ppo_acktr/analysis/metrics.py``'s metrics). A metric a side has no files for (a run without
 ``final_eval.json`` or ``eval/eval.csv``) gives "-" and a note under the table.
 
     python scripts/side_by_side.py --ours runs/ours --peer runs/zoo --algo ppo
@@ -19,10 +19,10 @@ import re
 import sys
 
 import compare as compare_py
+from a2c_ppo_acktr.analysis import metrics, stats
 from a2c_ppo_acktr.errors import LogError
-from a2c_ppo_acktr.run import metrics, stats
-from a2c_ppo_acktr.run.arguments import Parser
-from a2c_ppo_acktr.run.checks import count
+from a2c_ppo_acktr.settings.arguments import Parser
+from a2c_ppo_acktr.settings.checks import count
 
 
 def build_parser() -> Parser:

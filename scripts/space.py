@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import math
 
-from a2c_ppo_acktr.run.arguments import Parser, get_args
-from a2c_ppo_acktr.run.arguments import build_parser as build_main_parser
-from a2c_ppo_acktr.run.config import given_flags
+from a2c_ppo_acktr.settings.arguments import Parser, get_args
+from a2c_ppo_acktr.settings.arguments import build_parser as build_main_parser
+from a2c_ppo_acktr.settings.resolve import given_flags
 
 # rl-baselines3-zoo's spaces (rl_zoo3/hyperparams_opt.py) in main.py's flags: its batch size as a
 # number of minibatches, its 1 - gamma and 1 - lambda (log-uniform) as their lists of values

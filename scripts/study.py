@@ -11,7 +11,7 @@ from collections.abc import Callable
 import optuna
 import sqlalchemy
 
-from a2c_ppo_acktr.run.arguments import Parser
+from a2c_ppo_acktr.settings.arguments import Parser
 
 HEARTBEAT_S = 10  # a trial whose process (elsewhere) stopped beating for 2 of these is failed
 PROCESS = f"{socket.gethostname()}:{os.getpid()}"  # on this machine, a gone one is failed at once

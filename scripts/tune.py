@@ -41,15 +41,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from a2c_ppo_acktr.algo import ALGOS
-from a2c_ppo_acktr.envs.episodes import load_run
+from a2c_ppo_acktr.analysis import stats
+from a2c_ppo_acktr.analysis.episodes import load_run
 from a2c_ppo_acktr.errors import ConfigError, LogError
-from a2c_ppo_acktr.run import stats
-from a2c_ppo_acktr.run.arguments import Parser, get_args
-from a2c_ppo_acktr.run.arguments import build_parser as build_main_parser
-from a2c_ppo_acktr.run.checks import COUNT, SEED, check_numbers, check_paths, count
-from a2c_ppo_acktr.run.config import given_flags
 from a2c_ppo_acktr.run.interrupt import Children
 from a2c_ppo_acktr.run.rundir import check_dir
+from a2c_ppo_acktr.settings.arguments import Parser, get_args
+from a2c_ppo_acktr.settings.arguments import build_parser as build_main_parser
+from a2c_ppo_acktr.settings.checks import COUNT, SEED, check_numbers, check_paths, count
+from a2c_ppo_acktr.settings.resolve import given_flags
 from space import Spec, specs_of
 
 try:

@@ -145,7 +145,7 @@ def test_the_sweep_finds_the_api():
 def test_the_sweep_covers_every_module():
     """The modules are found from the file tree, namespace packages included (it would pass
     vacuously if it found none)."""
-    assert "a2c_ppo_acktr.run.arguments" in MODULES
+    assert "a2c_ppo_acktr.settings.arguments" in MODULES
     assert "a2c_ppo_acktr.sampling.ray_actors" in MODULES
     assert "a2c_ppo_acktr.algo.ppo" in MODULES and "a2c_ppo_acktr.envs.make" in MODULES
     assert not any(name.endswith(("__init__", "__main__")) for name in MODULES)

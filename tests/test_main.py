@@ -12,13 +12,13 @@ import torch
 
 import main
 from a2c_ppo_acktr import speed
+from a2c_ppo_acktr.analysis.episodes import load_run, read_monitor_file
+from a2c_ppo_acktr.analysis.history import evaluate_checkpoint
 from a2c_ppo_acktr.envs import VecPyTorch, make_vec_envs
-from a2c_ppo_acktr.envs.episodes import load_run, read_monitor_file
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run import start
-from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
-from a2c_ppo_acktr.run.history import evaluate_checkpoint
+from a2c_ppo_acktr.settings.arguments import get_args
 
 # The README's CartPole command (the learning test uses it as written there).
 CARTPOLE_PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "8",
@@ -451,7 +451,7 @@ def test_bad_env_kwargs_exit_2_naming_the_key(tmp_path, capsys):
 
 
 def test_env_kwargs_values_are_parsed():
-    from a2c_ppo_acktr.run.checks import parse_env_kwargs
+    from a2c_ppo_acktr.settings.checks import parse_env_kwargs
 
     assert parse_env_kwargs(["a=0.02", "b=200", "c=true", "d=False", "e=None", "f=text",
                              "g=1e-3", "h=[1, 2]"]) == {

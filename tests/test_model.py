@@ -155,7 +155,7 @@ def test_default_init_is_pytorch_not_orthogonal():
 
 
 def test_policy_kwargs_from_flags_defaults_keep_the_original_network():
-    from a2c_ppo_acktr.run.arguments import get_config
+    from a2c_ppo_acktr.settings.arguments import get_config
     default = policy_kwargs(get_config(["--env-name", "CartPole-v1"]).policy)
     assert default == {"base_kwargs": {"recurrent": False}, "log_std_init": 0.0,
                        "init": "orthogonal", "action_mean_gain": 1.0}
@@ -233,7 +233,7 @@ def test_layer_norm_normalizes_each_hidden_layer_before_its_activation():
     for linear in (base.actor[0], base.actor[3]):
         h = torch.tanh(nn.functional.layer_norm(linear(h), (8,)))
     torch.testing.assert_close(base(x, torch.zeros(3, 1), torch.ones(3, 1))[1], h)
-    from a2c_ppo_acktr.run.arguments import get_config
+    from a2c_ppo_acktr.settings.arguments import get_config
     assert policy_kwargs(get_config(["--layer-norm"]).policy)["base_kwargs"]["layer_norm"] is True
 
 

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from a2c_ppo_acktr.run import recipes
-from a2c_ppo_acktr.run.config_file import read_flags
+from a2c_ppo_acktr.settings import recipes
+from a2c_ppo_acktr.settings.config_file import read_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY_POINTS = ("main.py", "enjoy.py", "gail_experts", "scripts")
@@ -86,7 +86,7 @@ def _runnable(argv):
         return True
     return env_free[:1] in (["python"], ["python3"]) and len(env_free) > 1 and \
         (env_free[1].startswith(ENTRY_POINTS) or env_free[1] == "-m" and len(env_free) > 2
-         and env_free[2].startswith("a2c_ppo_acktr."))  # python -m a2c_ppo_acktr.run.export
+         and env_free[2].startswith("a2c_ppo_acktr."))  # python -m a2c_ppo_acktr.deploy.export
 
 
 def _flag(argv, name, default, cwd="."):

@@ -2,7 +2,7 @@
 documented way (in a test, a subclass or a registered id stands for the edited file) and trains
 with it through ``main.main``: a flag, a logged statistic, a loss term, a network layer, an
 optimizer, an intrinsic reward, an env wrapper. The reward model's exact resume is
-tests/run/test_components.py's; the flag's checks, tests/run/test_flags.py's."""
+tests/run/test_components.py's; the flag's checks, tests/settings/test_flags.py's."""
 import csv
 import dataclasses
 

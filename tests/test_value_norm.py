@@ -9,7 +9,7 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd as SB3Runni
 
 from a2c_ppo_acktr.algo import PPO
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
-from a2c_ppo_acktr.run.arguments import get_config
+from a2c_ppo_acktr.settings.arguments import get_config
 from a2c_ppo_acktr.value_norm import EPS, ValueNorm
 from tests.algo.test_ppo import N, T, bandit_rollout
 

@@ -63,7 +63,7 @@ class Config:
     run: RunConfig
     notes: tuple[str, ...] = ()     # lines the run's log starts with (recipe, resumed changes)
     warnings: tuple[str, ...] = ()  # settings that run, but not as one might expect
-    record_json: str = "{}"         # config.json's content (run/config.py's run_config)
+    record_json: str = "{}"         # config.json's content (settings/resolve.py's run_config)
 
     @property
     def record(self) -> dict:

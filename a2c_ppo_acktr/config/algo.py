@@ -71,7 +71,7 @@ class AlgoConfig:
                              at=17)
     use_linear_lr_decay: bool = flag(
         False, "decay the learning rate linearly to 0 at --lr-decay-horizon", at=29)
-    # None unless --use-linear-lr-decay (run/checks.py); resolved to the budget's when not given
+    # None unless --use-linear-lr-decay (settings/checks.py); resolved to the budget's when not given
     lr_decay_horizon: Optional[int] = flag(
         None, "env steps at which --use-linear-lr-decay reaches 0 (default: the run's "
         "--num-env-steps when it started; kept when a resumed run is extended)", takes=COUNT,

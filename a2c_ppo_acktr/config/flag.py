@@ -1,6 +1,6 @@
 """A flag's one declaration: ``flag(...)`` as the default of a field of a config part. From it
-``run/arguments.py`` builds the parser, ``run/checks.py`` checks the values, ``run/config.py``
-takes the resume rules and ``run/flag_table.py`` writes docs/details.md's table::
+``settings/arguments.py`` builds the parser, ``settings/checks.py`` checks the values, ``settings/resolve.py``
+takes the resume rules and ``settings/flag_table.py`` writes docs/details.md's table::
 
     kl_coef: float = flag(0.0, "PPO: KL penalty coefficient (default: 0)", takes=NON_NEGATIVE,
                           algos=PPO)
@@ -69,7 +69,7 @@ class Flag:
     type: Optional[Callable[[str], Any]] = None  # the parser's (``declared``: from the field's type)
     takes: Optional[Takes] = None  # the numbers it takes
     choices: Any = None     # its names, or "module:NAME" of the package's list of them
-    refuse: str = "check"   # who refuses another name: "check" (run/checks.py), "parser", "use"
+    refuse: str = "check"   # who refuses another name: "check" (settings/checks.py), "parser", "use"
     metavar: Optional[str] = None
     nargs: Optional[str] = None
     const: Any = None

@@ -45,7 +45,7 @@ class RunConfig:
     algo: str
     env_name: str
     seed: int
-    whole_steps: int  # --num-env-steps rounded down to whole updates (run/config.py's whole_updates)
+    whole_steps: int  # --num-env-steps rounded down to whole updates (settings/resolve.py's whole_updates)
     cuda: bool        # not --no-cuda, and a GPU is there
     num_env_steps: int = flag(int(10e6), "number of environment steps to train (default: 10e6)",
                               takes=COUNT, at=22, may_change="the run trains on to the new total "
@@ -81,9 +81,9 @@ class RunConfig:
         may_change="how the act step and the loss run, not what they compute")
     recipe: Optional[str] = flag(
         None, "set the flags of a named recipe for --env-name, its --num-env-steps budget "
-        "included: original (the original's command) | tuned (a2c_ppo_acktr/run/recipes.py; the "
+        "included: original (the original's command) | tuned (a2c_ppo_acktr/settings/recipes.py; the "
         "run's log says what it set); flags given on the command line win, wherever they stand. "
-        "Envs: {a2c_ppo_acktr.run.recipes:ENVS}", choices="a2c_ppo_acktr.run.recipes:RECIPES",
+        "Envs: {a2c_ppo_acktr.settings.recipes:ENVS}", choices="a2c_ppo_acktr.settings.recipes:RECIPES",
         refuse="use", at=31)
     # How this start treats the run and where its flags come from, not what the run is.
     resume: bool | str = flag(

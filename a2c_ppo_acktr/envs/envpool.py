@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from a2c_ppo_acktr.envs.episodes import EpisodeMonitor
+from a2c_ppo_acktr.envs.monitor import EpisodeMonitor
 from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult, check_batch
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import space_shape

@@ -23,7 +23,7 @@ from stable_baselines3.common.atari_wrappers import (
 )
 from stable_baselines3.common.monitor import Monitor
 
-from a2c_ppo_acktr.envs.episodes import monitor_t_start
+from a2c_ppo_acktr.envs.monitor import monitor_t_start
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.utils import space_shape
 

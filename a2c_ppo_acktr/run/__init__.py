@@ -1,6 +1,5 @@
-"""A run's life around the math: the command line and its checks (``arguments``, ``checks``),
-recipes, the settings saved with a run (``config``, ``config_file``), building a run (``build``),
-its files (``rundir``, ``checkpoint``, ``history``), signals (``interrupt``), resuming
-(``resume``), logging and tracking (``logger``, ``tracking``), playing and exporting a saved
-policy (``playback``, ``export``). The entry points (main.py, enjoy.py) use it; nothing in the
-core imports it."""
+"""A run's life around the math: opening it for main.py's loop (``start``) and building what it is
+made of (``build``), its steps after each update (``life``), its files and lock (``rundir``,
+``checkpoint``), exact resume (``resume``), signals (``interrupt``) and the process around it
+(``process``), what it reports (``logger``, ``tracking``). Its settings come from ``settings/``;
+nothing in the core imports it."""

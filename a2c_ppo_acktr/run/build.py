@@ -42,7 +42,7 @@ def run_policy_kwargs(cfg: PolicyConfig) -> dict:
     return {**policy_kwargs(cfg), "precision": cfg.precision}
 
 
-# --algo's agent classes (run/checks.py refuses another name).
+# --algo's agent classes (settings/checks.py refuses another name).
 AGENTS: dict[str, Callable[..., algo.Agent]] = {"a2c": algo.A2C_ACKTR, "ppo": algo.PPO,
                                        "acktr": algo.A2C_ACKTR}
 

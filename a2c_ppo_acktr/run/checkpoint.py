@@ -32,9 +32,10 @@ from a2c_ppo_acktr.evaluation import freeze_normalization
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.resume import exact_state
-from a2c_ppo_acktr.utils import env_file_name, save_atomic, space_shape
+from a2c_ppo_acktr.utils import env_file_name, save_atomic, save_json, space_shape
 
 save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain values
+CONFIG_FILE = "config.json"  # in the run's log dir: what it resolved to (settings/resolve.py)
 
 # What enjoy.py / generate.py need from a checkpoint to rebuild its policy.
 POLICY_KEYS = ("actor_critic", "obs_rms", "env_name", "obs_shape", "recurrent_policy")
@@ -63,6 +64,13 @@ def run_paths(args: Any) -> RunPaths:
     return RunPaths(log_dir, os.path.join(log_dir, "eval"), checkpoint)
 
 
+def write_config(config: dict, log_dir: str) -> str:
+    """Write ``config`` to ``<log_dir>/config.json`` atomically; -> its path."""
+    path = os.path.join(log_dir, CONFIG_FILE)
+    save_json(config, path)
+    return path
+
+
 def history_path(checkpoint: str, env_steps: int) -> str:
     """Where ``--save-history`` keeps the copy of ``checkpoint`` made after ``env_steps`` steps."""
     return os.path.join(checkpoint[:-len(".pt")] + "_history", f"{env_steps}.pt")
@@ -78,7 +86,7 @@ def history(directory: str) -> list[tuple[int, str]]:
 def verify_checkpoint(path: str) -> None:
     """``CheckpointError`` if the file at ``path`` is a damaged zip (torch's format): an entry
     whose bytes no longer match the CRC-32 torch stored when it wrote them, or a broken
-    directory; or if it is an exported policy (``run/export.py``'s .pt2), not a checkpoint.
+    directory; or if it is an exported policy (``deploy/export.py``'s .pt2), not a checkpoint.
     Files that are no zip at all are left to ``torch.load``."""
     try:
         with zipfile.ZipFile(path) as z:
@@ -155,7 +163,7 @@ def checkpoint_state(cfg: Config, components: Mapping[str, Stateful],
         "recurrent_policy": cfg.policy.recurrent,
         "policy_kwargs": policy_kwargs(cfg.policy),  # the network's shape, for enjoy.py
         "saved_at": time.time(),  # wall clock: --resume drops the log rows written after it
-        "config": cfg.record,  # the run's flags, versions, commit (run/config.py): --resume
+        "config": cfg.record,  # the run's flags, versions, commit (settings/resolve.py): --resume
         # The envs' and RNGs' states, for an exact resume (run/resume.py), if envs is a Collector
         "exact": exact_state(envs) if isinstance(envs, Collector) else None,
     }

@@ -22,7 +22,7 @@ class ScalarLogger:
     new column (a run resumed by a version that logs more) rewrites the file, atomically, with the
     column added and the earlier rows' cells empty, so it stays one table any CSV reader loads.
     With ``append=True`` an existing file is continued (a resumed run) instead of replaced.
-    ``hparams``: a run's config (run/config.py), shown in TensorBoard's HPARAMS tab. ``also``
+    ``hparams``: a run's config (settings/resolve.py), shown in TensorBoard's HPARAMS tab. ``also``
     gets each row's ``scalars`` and step too (W&B: run/tracking.py).
     """
 

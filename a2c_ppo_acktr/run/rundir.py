@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 
 from a2c_ppo_acktr.config import RunConfig
-from a2c_ppo_acktr.envs.episodes import monitor_t_start
+from a2c_ppo_acktr.envs.monitor import monitor_t_start
 from a2c_ppo_acktr.errors import ConfigError, LogError
 from a2c_ppo_acktr.run.checkpoint import RunPaths, history, history_path
 from a2c_ppo_acktr.utils import env_file_name, remove_stale_temporaries

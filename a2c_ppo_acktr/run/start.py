@@ -25,11 +25,12 @@ from a2c_ppo_acktr.errors import (
     CheckpointError,
     Error,
     allocation_failure,
+    fail,
     failure_line,
     print_details,
     program,
+    warn,
 )
-from a2c_ppo_acktr.run.arguments import fail, warn
 from a2c_ppo_acktr.run.build import (
     build_collector,
     build_evaluations,
@@ -37,8 +38,7 @@ from a2c_ppo_acktr.run.build import (
     build_run,
     run_components,
 )
-from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths
-from a2c_ppo_acktr.run.config import write_config
+from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths, write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.life import Run, open_logs
 from a2c_ppo_acktr.run.resume import resume_exactly

@@ -46,7 +46,7 @@ class DDP:
     @classmethod
     def from_env(cls, cuda: bool) -> "DDP | None":
         """A DDP when launched by torchrun (it sets RANK and WORLD_SIZE), else None. What the
-        ranks cannot run together is refused with the flags (run/checks.py)."""
+        ranks cannot run together is refused with the flags (settings/checks.py)."""
         if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
             return None
         return cls(cuda)

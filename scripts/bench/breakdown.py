@@ -63,10 +63,10 @@ from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.vec_env import DummyVecEnv
 from a2c_ppo_acktr.evaluation import InlineEvaluations
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.run import recipes
-from a2c_ppo_acktr.run.arguments import Parser
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
+from a2c_ppo_acktr.settings import recipes
+from a2c_ppo_acktr.settings.arguments import Parser
 from a2c_ppo_acktr.storage import RolloutStorage
 from cases import CASES
 

@@ -156,7 +156,7 @@ def run_sb3(c, seed, workdir, device="cpu"):
 def last_returns(workdir, n=20):
     """Mean return of the last ``n`` finished episodes in the run's monitor files."""
     # Here, not at the top: a run of SB3 (``--one sb3``) imports nothing of ours.
-    from a2c_ppo_acktr.envs.episodes import load_run
+    from a2c_ppo_acktr.analysis.episodes import load_run
     log_dir = os.path.dirname(glob.glob(os.path.join(workdir, "**", "*.monitor.csv"),
                                         recursive=True)[0])
     _, returns, _ = load_run(log_dir)

@@ -46,7 +46,8 @@ from gpu_modes import README_PONG, GpuBusy, make_parts, run_parts
 from gpu_report import machine, plan, write_table
 from watch import GRACE_S
 
-from a2c_ppo_acktr.run.arguments import Parser, fail, get_args
+from a2c_ppo_acktr.errors import fail
+from a2c_ppo_acktr.settings.arguments import Parser, get_args
 
 
 def sb3_case(envs: int, total: int) -> dict:

@@ -38,8 +38,8 @@ from watch import (
     watch,
 )
 
-from a2c_ppo_acktr.run import recipes
-from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.settings import recipes
+from a2c_ppo_acktr.settings.arguments import get_args
 
 # The README's Atari PPO command (tests/scripts/test_bench_gpu.py checks that the README still shows it).
 README_PONG = ["--env-name", "PongNoFrameskip-v4", "--recipe", "original", "--log-dir", "logs/ppo-pong"]

@@ -78,8 +78,8 @@ def bench_bytes(env="PongNoFrameskip-v4", num_processes=8, num_steps=128):
     """Payload of one Atari rollout from a worker (run here, without Ray), packed and not."""
     import torch
 
-    from a2c_ppo_acktr.run.arguments import get_config
     from a2c_ppo_acktr.sampling import ray_actors as workers
+    from a2c_ppo_acktr.settings.arguments import get_config
 
     cfg = get_config(["--env-name", env, "--num-processes", str(num_processes), "--num-steps",
                        str(num_steps), "--num-workers", "1", "--vec-env", "dummy"])

@@ -25,12 +25,12 @@ import torch
 
 from a2c_ppo_acktr.algo import A2C_ACKTR, Agent
 from a2c_ppo_acktr.envs import TorchVecEnv
-from a2c_ppo_acktr.errors import Error
+from a2c_ppo_acktr.errors import Error, fail
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import collect_rollout
-from a2c_ppo_acktr.run.arguments import build_parser, config_from_args, fail, get_args
 from a2c_ppo_acktr.run.build import build_run
 from a2c_ppo_acktr.run.checkpoint import RunPaths, load_policy_checkpoint
+from a2c_ppo_acktr.settings.arguments import build_parser, config_from_args, get_args
 from a2c_ppo_acktr.storage import RolloutStorage
 
 

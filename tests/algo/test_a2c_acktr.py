@@ -9,7 +9,7 @@ from gymnasium import spaces
 
 from a2c_ppo_acktr.algo import A2C_ACKTR, KFACOptimizer
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.settings.arguments import get_args
 from a2c_ppo_acktr.storage import RolloutStorage
 from tests.algo.test_ppo import N, T, bandit_rollout, prob_of_action_0
 

@@ -479,7 +479,7 @@ def test_gail_ppo_imitates_cartpole_expert(tmp_path):
 
 
 def test_gail_refuses_async_rollouts(capsys):
-    from a2c_ppo_acktr.run.arguments import get_args
+    from a2c_ppo_acktr.settings.arguments import get_args
     with pytest.raises(SystemExit) as e:
         get_args(["--env-name", "CartPole-v1", "--gail", "--async-rollouts"])
     assert e.value.code == 2

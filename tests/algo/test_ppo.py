@@ -157,7 +157,7 @@ def test_the_hyperparameters_without_a_usable_default_are_asked_for(missing):
 @pytest.mark.research
 def test_flags_reach_the_agent():
     from a2c_ppo_acktr.run import build
-    from a2c_ppo_acktr.run.arguments import get_config
+    from a2c_ppo_acktr.settings.arguments import get_config
     policy = Policy((3,), spaces.Discrete(2))
     original = build.make_agent(get_config(["--algo", "ppo", "--num-mini-batch", "4"]).algo, policy)
     assert original.use_clipped_value_loss and original.advantage_norm == "batch"
@@ -173,7 +173,7 @@ def test_ppo_learns_multidiscrete_actions(tmp_path):
     """PPO through main.py on MultiDiscrete([3, 4]) actions (tests/toy_envs.py): from ~5.8 at
     random to near the best return of 20."""
     import main
-    from a2c_ppo_acktr.envs.episodes import load_run
+    from a2c_ppo_acktr.analysis.episodes import load_run
 
     argv = ["--env-name", "tests.toy_envs:MultiDiscreteTarget-v0", "--algo", "ppo", "--use-gae",
             "--num-processes", "4", "--num-steps", "64", "--num-mini-batch", "4",
@@ -189,8 +189,8 @@ def test_rpo_alpha_reaches_the_loss_as_evaluate_actions_mean_noise(monkeypatch):
     """--rpo-alpha A: PPO's loss asks evaluate_actions for RPO's noise A, with its generator."""
     import numpy as np
 
-    from a2c_ppo_acktr.run.arguments import get_config
     from a2c_ppo_acktr.run.build import make_agent
+    from a2c_ppo_acktr.settings.arguments import get_config
 
     cfg = get_config(["--algo", "ppo", "--env-name", "Pendulum-v1", "--rpo-alpha", "0.5",
                       "--num-mini-batch", "2"])

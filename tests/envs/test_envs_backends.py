@@ -21,8 +21,8 @@ from a2c_ppo_acktr.envs import (
 from a2c_ppo_acktr.envs import make as make_module
 from a2c_ppo_acktr.rollout import collect_rollout, episode_masks
 from a2c_ppo_acktr.run import build
-from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.sampling import ray_actors as workers
+from a2c_ppo_acktr.settings.arguments import get_config
 from a2c_ppo_acktr.storage import RolloutStorage
 from tests.test_main import expect_exit_2, run
 

@@ -14,11 +14,11 @@ from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run import build
-from a2c_ppo_acktr.run.arguments import get_args, get_config
 from a2c_ppo_acktr.run.checkpoint import RunPaths
-from a2c_ppo_acktr.run.checks import check_args
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDPCollector
+from a2c_ppo_acktr.settings.arguments import get_args, get_config
+from a2c_ppo_acktr.settings.checks import check_args
 
 TINY = ["--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "4",
         "--vec-env", "dummy", "--num-mini-batch", "2"]

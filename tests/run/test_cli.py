@@ -16,8 +16,8 @@ from gymnasium import spaces
 import main
 from a2c_ppo_acktr.envs import get_vec_normalize
 from a2c_ppo_acktr.run import start
-from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
+from a2c_ppo_acktr.settings.arguments import get_args
 from a2c_ppo_acktr.storage import RolloutStorage
 from tests.run.test_interrupt import SIGINT_AT_GYMNASIUM
 
@@ -483,7 +483,7 @@ ORIGINAL_FLAGS = {  # pytorch-a2c-ppo-acktr-gail's a2c_ppo_acktr/arguments.py
 
 
 def test_original_flags_kept_and_new_flags_explained():
-    from a2c_ppo_acktr.run.arguments import build_parser
+    from a2c_ppo_acktr.settings.arguments import build_parser
 
     actions = {o: a for a in build_parser()._actions for o in a.option_strings if o.startswith("--")}
     assert ORIGINAL_FLAGS <= set(actions), sorted(ORIGINAL_FLAGS - set(actions))

@@ -11,10 +11,10 @@ import torch
 import torch.nn as nn
 
 from a2c_ppo_acktr.errors import program
-from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.run.checkpoint import RunPaths, history_path
 from a2c_ppo_acktr.run.interrupt import StopRequest
 from a2c_ppo_acktr.run.life import Run
+from a2c_ppo_acktr.settings.arguments import get_config
 
 pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import main
+from a2c_ppo_acktr.analysis.episodes import read_monitor_file
 from a2c_ppo_acktr.envs.envpool import envpool_available
-from a2c_ppo_acktr.envs.episodes import read_monitor_file
-from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
+from a2c_ppo_acktr.settings.arguments import get_args
 
 CARTPOLE = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "4", "--num-steps",
             "16", "--num-mini-batch", "2", "--ppo-epoch", "2", "--use-gae",

@@ -7,11 +7,11 @@ import os
 import pytest
 from stable_baselines3.common.monitor import Monitor
 
-from a2c_ppo_acktr.envs.episodes import read_monitor_file
+from a2c_ppo_acktr.analysis.episodes import read_monitor_file
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.run.checkpoint import run_paths
 from a2c_ppo_acktr.run.rundir import check_run, drop_rows_after
+from a2c_ppo_acktr.settings.arguments import get_config
 
 
 def write_monitor(path, t_start, rows, tail=""):

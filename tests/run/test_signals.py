@@ -13,7 +13,7 @@ import pytest
 
 import main
 from a2c_ppo_acktr.algo import A2C_ACKTR
-from a2c_ppo_acktr.run import export
+from a2c_ppo_acktr.deploy import export
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

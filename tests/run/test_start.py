@@ -11,8 +11,8 @@ import torch.nn as nn
 
 from a2c_ppo_acktr import speed
 from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.run.arguments import get_config
 from a2c_ppo_acktr.run.start import open_run
+from a2c_ppo_acktr.settings.arguments import get_config
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.research]
 

@@ -11,7 +11,7 @@ import torch
 import main
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint
-from a2c_ppo_acktr.run.config_file import read_flags
+from a2c_ppo_acktr.settings.config_file import read_flags
 
 TINY = ["--algo", "a2c", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "8",
         "--vec-env", "dummy"]

@@ -11,9 +11,9 @@ import torch
 import main
 from a2c_ppo_acktr.envs import make_vec_envs
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
+from a2c_ppo_acktr.settings.arguments import get_args
 
 T, N = 8, 2
 

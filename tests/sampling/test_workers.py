@@ -19,10 +19,10 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # as workers.im
 ray = pytest.importorskip("ray")
 
 import main  # noqa: E402
-from a2c_ppo_acktr.run.arguments import get_args, get_config  # noqa: E402
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_actors as workers  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_learner as worker_group  # noqa: E402
+from a2c_ppo_acktr.settings.arguments import get_args, get_config  # noqa: E402
 from tests.run.test_cli import TINY as CLI_TINY  # noqa: E402
 from tests.run.test_cli import assert_saved, signal_run  # noqa: E402
 from tests.test_main import monitor_returns  # noqa: E402

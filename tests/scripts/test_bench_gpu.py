@@ -10,7 +10,7 @@ import pytest
 import torch
 from gpu import README_PONG, sb3_case
 
-from a2c_ppo_acktr.run import recipes
+from a2c_ppo_acktr.settings import recipes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "bench", "gpu.py")

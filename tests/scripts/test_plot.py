@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import curves
-from a2c_ppo_acktr.envs import episodes
+from a2c_ppo_acktr.analysis import episodes
 from a2c_ppo_acktr.errors import LogError
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"

@@ -14,7 +14,7 @@ import pytest
 
 import space
 import tune
-from a2c_ppo_acktr.run.arguments import get_args
+from a2c_ppo_acktr.settings.arguments import get_args
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tune.py"
 # 4 updates of 256 steps: a run is mostly main.py's start-up

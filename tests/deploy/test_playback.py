@@ -1,4 +1,4 @@
-"""run/playback.py: the checkpoint that enjoy.py's / generate.py's flags designate, and its env
+"""deploy/playback.py: the checkpoint that enjoy.py's / generate.py's flags designate, and its env
 rebuilt as the run built it."""
 import argparse
 import os
@@ -10,10 +10,10 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.config import PolicyConfig
+from a2c_ppo_acktr.deploy.playback import add_checkpoint_args, load, play_envs
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.model import Policy, policy_kwargs
 from a2c_ppo_acktr.run.checkpoint import save_checkpoint
-from a2c_ppo_acktr.run.playback import add_checkpoint_args, load, play_envs
 
 ENV = "CartPole-v1"
 

@@ -1,4 +1,4 @@
-"""run/config_file.py and main.py --config: a new run from another run's config.json or a
+"""settings/config_file.py and main.py --config: a new run from another run's config.json or a
 hand-written file, the command line winning; a bad file is one line, exit 2, nothing written."""
 import json
 import os
@@ -6,9 +6,9 @@ import os
 import pytest
 
 import main
-from a2c_ppo_acktr.run import recipes
-from a2c_ppo_acktr.run.arguments import get_args
-from a2c_ppo_acktr.run.config import write_config
+from a2c_ppo_acktr.run.checkpoint import write_config
+from a2c_ppo_acktr.settings import recipes
+from a2c_ppo_acktr.settings.arguments import get_args
 
 # A CartPole PPO run of 2 updates of 2 envs x 16 steps, off main.py's defaults in many flags.
 PPO = ["--algo", "ppo", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps", "16",
@@ -126,7 +126,7 @@ def test_config_and_resume_exclude_each_other(tmp_path, capsys):
 def test_a_config_nested_thousands_deep_is_one_line(tmp_path):
     """Issue #85: JSON nested past Python's recursion limit was a RecursionError."""
     from a2c_ppo_acktr.errors import ConfigError
-    from a2c_ppo_acktr.run.config_file import read_flags
+    from a2c_ppo_acktr.settings.config_file import read_flags
     deep = tmp_path / "deep.json"
     deep.write_text('{"flags": {"lr": ' + "[" * 100_000 + "]" * 100_000 + "}}")
     with pytest.raises(ConfigError, match="deep.json nests its values too deep to be a file of"):

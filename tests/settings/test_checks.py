@@ -1,4 +1,4 @@
-"""run/checks.py: refusals are ConfigErrors of one line naming the flag (the CLI's exit: test_cli)."""
+"""settings/checks.py: refusals are ConfigErrors of one line naming the flag (the CLI's exit: test_cli)."""
 import argparse
 import re
 
@@ -7,9 +7,9 @@ import pytest
 
 from a2c_ppo_acktr.config import declarations
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.run import checks
-from a2c_ppo_acktr.run.arguments import build_parser
-from a2c_ppo_acktr.run.checks import SEED, check_args, count, numbers, parse_env_kwargs
+from a2c_ppo_acktr.settings import checks
+from a2c_ppo_acktr.settings.arguments import build_parser
+from a2c_ppo_acktr.settings.checks import SEED, check_args, count, numbers, parse_env_kwargs
 
 
 def parsed(*argv: str):
@@ -98,7 +98,7 @@ def test_an_env_id_naming_a_module_by_its_path_is_one_line():
 
 def test_a_history_of_more_than_a_thousand_files_is_said():
     """Issue #85 item 6: --save-history 1 on a long run wrote a file per update, unsaid."""
-    from a2c_ppo_acktr.run.arguments import get_config
+    from a2c_ppo_acktr.settings.arguments import get_config
     base = ["--algo", "a2c", "--env-name", "CartPole-v1", "--num-processes", "2", "--num-steps",
             "8", "--save-history", "10"]
     assert not get_config(base + ["--num-env-steps", "160000"]).warnings  # 1,000 copies

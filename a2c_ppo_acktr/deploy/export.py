@@ -2,9 +2,9 @@
 
 Usage::
 
-    python -m a2c_ppo_acktr.run.export CHECKPOINT [--out FILE] [--format pt2|onnx]
+    python -m a2c_ppo_acktr.deploy.export CHECKPOINT [--out FILE] [--format pt2|onnx]
 
-    python -m a2c_ppo_acktr.run.export trained_models/ppo/CartPole-v1_seed1.pt
+    python -m a2c_ppo_acktr.deploy.export trained_models/ppo/CartPole-v1_seed1.pt
     # -> trained_models/ppo/CartPole-v1_seed1.pt2; then, anywhere with torch:
     #    policy = torch.export.load("CartPole-v1_seed1.pt2").module(); action = policy(obs)
 
@@ -29,14 +29,14 @@ import torch
 import torch.nn as nn
 from gymnasium import spaces
 
+from a2c_ppo_acktr.deploy.playback import play_envs
 from a2c_ppo_acktr.envs import Normalizer, get_vec_normalize
-from a2c_ppo_acktr.errors import CheckpointError, ConfigError, Error
+from a2c_ppo_acktr.errors import CheckpointError, ConfigError, Error, fail
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run.checkpoint import build_policy, env_options, load_policy_checkpoint
-from a2c_ppo_acktr.run.playback import play_envs
 from a2c_ppo_acktr.utils import save_atomic, space_shape
 
-PROG = "a2c_ppo_acktr.run.export"
+PROG = "a2c_ppo_acktr.deploy.export"
 FORMATS = {"pt2": ".pt2", "onnx": ".onnx"}
 ONNX_PACKAGES = ("onnx", "onnxscript")  # what torch.onnx.export needs: the .[onnx] extra
 
@@ -201,7 +201,7 @@ def export_policy(path: str, out: str | None = None, fmt: str = "pt2") -> tuple[
 
 
 def main(argv: list[str] | None = None) -> int:
-    from a2c_ppo_acktr.run.arguments import Parser, fail  # an entry point: it may exit
+    from a2c_ppo_acktr.settings.arguments import Parser  # the entry point's parser
 
     p = Parser(prog=PROG, description="Write the deterministic policy of a checkpoint of main.py "
                "as a file that runs with torch alone")

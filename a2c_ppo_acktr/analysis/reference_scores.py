@@ -5,7 +5,7 @@ so that ``stats.normalize`` puts envs on one scale and results aggregate over a 
   et al. 2015, "Human-level control through deep reinforcement learning", and Badia et al. 2020,
   "Agent57", for the 8 games the first lacks: the table rliable and CleanRL use).
 - **MuJoCo**: a uniform random policy's mean return on the v5 envs, measured here
-  (``python -m a2c_ppo_acktr.run.reference_scores HalfCheetah-v5 ...``: 100 episodes, seed 0),
+  (``python -m a2c_ppo_acktr.analysis.reference_scores HalfCheetah-v5 ...``: 100 episodes, seed 0),
   and Tianshou's SAC at 1M steps (MuJoCo v3, mean of 10 seeds, its ``examples/mujoco`` README):
   a strong off-policy score at this project's budget, for every env of the suite.
 - **Classic control**: the random policy measured the same way, and gymnasium's

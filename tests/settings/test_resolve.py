@@ -1,4 +1,4 @@
-"""run/config.py: the configuration saved with a run (config.json, the checkpoint) and --resume
+"""settings/resolve.py: the configuration saved with a run (config.json, the checkpoint) and --resume
 restoring it: the saved flags come back, a changed flag is refused, the lr horizon is kept."""
 import csv
 import json
@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import main
-from a2c_ppo_acktr.run import config
-from a2c_ppo_acktr.run.arguments import get_args
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
+from a2c_ppo_acktr.settings import resolve
+from a2c_ppo_acktr.settings.arguments import get_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # CartPole PPO, 2 updates of 2 envs x 16 steps, with settings that differ from main.py's defaults
@@ -87,7 +87,7 @@ def test_config_json_holds_the_flags_recipe_versions_and_commit(run, tmp_path):
 
 def test_git_commit_is_none_without_git(monkeypatch):
     monkeypatch.setenv("PATH", "")
-    assert config.git_commit() == {"commit": None, "dirty": None}
+    assert resolve.git_commit() == {"commit": None, "dirty": None}
 
 
 def test_resume_run_dir_alone_continues_with_the_saved_flags(tmp_path, capsys, monkeypatch):

@@ -1,10 +1,10 @@
-"""run/stats.py against hand-computed values, scipy and rliable's definitions (its metrics_test's
-score matrices); run/reference_scores.py's table."""
+"""analysis/stats.py against hand-computed values, scipy and rliable's definitions (its metrics_test's
+score matrices); analysis/reference_scores.py's table."""
 import numpy as np
 import pytest
 import scipy.stats
 
-from a2c_ppo_acktr.run import reference_scores, stats
+from a2c_ppo_acktr.analysis import reference_scores, stats
 
 # rliable's tests/rliable/metrics_test.py: (runs x tasks) matrices; here one stratum per task
 X = [np.array([1.0, 2, 1, 2]), np.array([2.0, 2, 1, 1])]

@@ -10,8 +10,8 @@ import stat
 from typing import Any
 
 from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.run.checkpoint import CONFIG_FILE
 
-CONFIG_FILE = "config.json"
 MAX_BYTES = 1 << 20  # a run's config.json is a few KB
 
 

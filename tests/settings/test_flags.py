@@ -16,9 +16,10 @@ from a2c_ppo_acktr.config import AlgoConfig, declarations
 from a2c_ppo_acktr.config.flag import NON_NEGATIVE, flag
 from a2c_ppo_acktr.config.flag import PPO as FOR_PPO
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.run import build, checks, flag_table
-from a2c_ppo_acktr.run.arguments import build_parser, get_args, get_config
-from a2c_ppo_acktr.run.config import may_change, not_saved
+from a2c_ppo_acktr.run import build
+from a2c_ppo_acktr.settings import checks, flag_table
+from a2c_ppo_acktr.settings.arguments import build_parser, get_args, get_config
+from a2c_ppo_acktr.settings.resolve import may_change, not_saved
 
 pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
 
@@ -129,7 +130,7 @@ def test_argv_is_parsed_once_and_the_checks_run_once(monkeypatch, tmp_path):
                         counted("parse", argparse.ArgumentParser.parse_known_args))
     monkeypatch.setattr(checks, "check_values", counted("values", checks.check_values))
     monkeypatch.setattr(checks, "check_together", counted("together", checks.check_together))
-    monkeypatch.setattr("a2c_ppo_acktr.run.arguments.check_together", checks.check_together)
+    monkeypatch.setattr("a2c_ppo_acktr.settings.arguments.check_together", checks.check_together)
     argv = ["--env-name", "CartPole-v1", "--recipe", "original", "--lr", "1e-3"]
     args = get_args(argv)
     # one parse of argv; values checked once per layer (argv's, the recipe's), then together

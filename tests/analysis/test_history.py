@@ -1,5 +1,5 @@
 """--save-history: permanent checkpoints beside the latest, played by enjoy.py and evaluated into
-a curve (a2c_ppo_acktr/run/history.py, scripts/plot.py --history)."""
+a curve (a2c_ppo_acktr/analysis/history.py, scripts/plot.py --history)."""
 import os
 import subprocess
 import sys
@@ -9,8 +9,8 @@ import torch
 
 import enjoy
 import main
+from a2c_ppo_acktr.analysis.history import evaluate_history, history_curve
 from a2c_ppo_acktr.run.checkpoint import CheckpointError, history, load_checkpoint
-from a2c_ppo_acktr.run.history import evaluate_history, history_curve
 from tests.scripts.test_plot import SCRIPT
 from tests.test_main import SHORT, expect_exit_2, run
 

@@ -1,4 +1,4 @@
-"""run/export.py: the exported policy, loaded by torch alone in a process that never imports
+"""deploy/export.py: the exported policy, loaded by torch alone in a process that never imports
 a2c_ppo_acktr, acts as enjoy.py's deterministic play does on the same observations; bad input is
 one line, exit status 2, nothing written."""
 import argparse
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
+from a2c_ppo_acktr.deploy import export
+from a2c_ppo_acktr.deploy.playback import play_envs
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs, normalizer_state
 from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
-from a2c_ppo_acktr.run import export
-from a2c_ppo_acktr.run.arguments import config_from_args, get_args
 from a2c_ppo_acktr.run.build import make_agent, run_components
 from a2c_ppo_acktr.run.checkpoint import (
     build_policy,
@@ -28,7 +28,7 @@ from a2c_ppo_acktr.run.checkpoint import (
     load_policy_checkpoint,
     save_checkpoint,
 )
-from a2c_ppo_acktr.run.playback import play_envs
+from a2c_ppo_acktr.settings.arguments import config_from_args, get_args
 
 HAVE_ONNX = all(importlib.util.find_spec(m) for m in export.ONNX_PACKAGES)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

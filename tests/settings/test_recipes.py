@@ -7,8 +7,9 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
-from a2c_ppo_acktr.run import build, recipes
-from a2c_ppo_acktr.run.arguments import config_from_args, get_args
+from a2c_ppo_acktr.run import build
+from a2c_ppo_acktr.settings import recipes
+from a2c_ppo_acktr.settings.arguments import config_from_args, get_args
 from a2c_ppo_acktr.storage import RolloutStorage
 
 ALL_ENVS = [env for envs in recipes.SUITES.values() for env in envs]
@@ -39,7 +40,7 @@ def test_every_recipe_is_a_valid_main_command(env, name):
 
 @pytest.mark.parametrize("env, name", PAIRS)
 def test_recipe_flag_gives_the_printed_command(env, name):
-    """``--recipe`` sets what ``python -m a2c_ppo_acktr.run.recipes`` prints, budget included."""
+    """``--recipe`` sets what ``python -m a2c_ppo_acktr.settings.recipes`` prints, budget included."""
     by_flag = vars(get_args(["--env-name", env, "--recipe", name]))
     by_command = vars(get_args(recipes.command(env, name)[2:]))
     for key in ("recipe", "notes", "config"):

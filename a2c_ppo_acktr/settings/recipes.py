@@ -3,7 +3,7 @@
 ``main.py --env-name HalfCheetah-v5 --recipe tuned`` runs one (flags given on the command line
 win), ``scripts/benchmark.py`` runs suites of them, docs/results.md gives what they reached. A
 recipe holds every flag except ``--env-name``, ``--seed`` and the output directories; its
-``--num-env-steps`` is the suite's budget (``BUDGETS``). ``python -m a2c_ppo_acktr.run.recipes
+``--num-env-steps`` is the suite's budget (``BUDGETS``). ``python -m a2c_ppo_acktr.settings.recipes
 HalfCheetah-v5 tuned`` prints the full command.
 
 Where each tuned recipe comes from (Tianshou, rl-baselines3-zoo, CleanRL) and how its settings

@@ -10,7 +10,7 @@ are compared only when they measure the same thing.
   IQM and intervals. Evaluations are at the same env steps across a label's runs (the intersection
   is used).
 
-Training episodes come from the monitor files (``envs/episodes.py``), evaluations from
+Training episodes come from the monitor files (``analysis/episodes.py``), evaluations from
 ``eval/eval.csv`` and ``final_eval.json`` in the run's log dir.
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ import os
 
 import numpy as np
 
+from a2c_ppo_acktr.analysis import stats
 from a2c_ppo_acktr.errors import LogError
 from a2c_ppo_acktr.evaluation import FINAL_EVAL_FILE
-from a2c_ppo_acktr.run import stats
 
 METRICS = {
     "last10": "mean of the last 10 training episodes",

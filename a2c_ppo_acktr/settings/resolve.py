@@ -19,10 +19,9 @@ from typing import Any, Optional
 
 from a2c_ppo_acktr.config import declarations
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
-from a2c_ppo_acktr.run import checks, recipes
-from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
-from a2c_ppo_acktr.run.config_file import CONFIG_FILE, file_flags, read_flags
-from a2c_ppo_acktr.utils import save_json
+from a2c_ppo_acktr.run.checkpoint import CONFIG_FILE, load_checkpoint, run_paths
+from a2c_ppo_acktr.settings import checks, recipes
+from a2c_ppo_acktr.settings.config_file import file_flags, read_flags
 
 VERSIONS = ("torch", "gymnasium", "ale-py", "mujoco", "numpy")
 
@@ -92,13 +91,6 @@ def run_config(flags: dict, argv: list[str]) -> dict:
     return {"flags": {dest: value if dest == "env_kwargs" else _norm(dest, value)
                       for dest, value in flags.items()},
             "argv": list(argv), "cwd": os.getcwd(), "versions": versions(), "git": git_commit()}
-
-
-def write_config(config: dict, log_dir: str) -> str:
-    """Write ``config`` to ``<log_dir>/config.json`` atomically; -> its path."""
-    path = os.path.join(log_dir, CONFIG_FILE)
-    save_json(config, path)
-    return path
 
 
 def _checkpoint_config(path: Optional[str], named: bool) -> Optional[dict]:

@@ -7,10 +7,9 @@ import pickle
 import pytest
 
 from a2c_ppo_acktr import config as parts
-from a2c_ppo_acktr.run import recipes
-from a2c_ppo_acktr.run.arguments import config_from_args, get_args, get_config
-from a2c_ppo_acktr.run.checkpoint import run_paths
-from a2c_ppo_acktr.run.config import write_config
+from a2c_ppo_acktr.run.checkpoint import run_paths, write_config
+from a2c_ppo_acktr.settings import recipes
+from a2c_ppo_acktr.settings.arguments import config_from_args, get_args, get_config
 
 
 def test_default_flags_give_the_originals_defaults_in_parts():

@@ -1,12 +1,12 @@
-"""run/metrics.py: the four named metrics on run dirs written here, each against its definition
+"""analysis/metrics.py: the four named metrics on run dirs written here, each against its definition
 computed by hand (numpy) from what the files hold."""
 import json
 
 import numpy as np
 import pytest
 
+from a2c_ppo_acktr.analysis import metrics
 from a2c_ppo_acktr.errors import LogError
-from a2c_ppo_acktr.run import metrics
 
 
 def run_dir(path, curve=None, final=None):

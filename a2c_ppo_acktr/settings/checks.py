@@ -13,10 +13,10 @@ from a2c_ppo_acktr.config import declarations
 from a2c_ppo_acktr.config.env import parse_env_kwargs  # noqa: F401  (the entry points')
 from a2c_ppo_acktr.config.flag import COUNT, FINITE, SEED, Takes, count  # noqa: F401  (count too)
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.run.recipes import option
+from a2c_ppo_acktr.settings.recipes import option
 from a2c_ppo_acktr.speed import bf16_missing
 
-# The numeric flags of enjoy.py and gail_experts/generate.py (run/playback.py's included).
+# The numeric flags of enjoy.py and gail_experts/generate.py (deploy/playback.py's included).
 PLAYBACK_NUMBERS = {"episodes": COUNT, "max_steps": COUNT, "seed": SEED, "train_seed": SEED}
 # scripts/benchmark.py's own (main.py checks the rest of each run's flags).
 BENCHMARK_NUMBERS = {"seeds": SEED, "num_env_steps": COUNT, "jobs": COUNT, "thresholds": FINITE}

@@ -1,20 +1,19 @@
 """The command line of ``main.py``: the original's flags, names and defaults, plus new ones,
 built from their declarations in the config parts (a2c_ppo_acktr/config/: ``python main.py
---help`` lists them all; ``python -m a2c_ppo_acktr.run.flag_table`` prints a table of where each
+--help`` lists them all; ``python -m a2c_ppo_acktr.settings.flag_table`` prints a table of where each
 goes and when it applies)."""
 import argparse
 import os
-import sys
 from typing import Any, NoReturn, Optional
 
 import torch
 
 from a2c_ppo_acktr.config import Config, declarations, make_config
 from a2c_ppo_acktr.config.env import parse_env_kwargs
-from a2c_ppo_acktr.errors import Error, program
-from a2c_ppo_acktr.run import flag_table
-from a2c_ppo_acktr.run.checks import check_outputs, check_precision, check_together
-from a2c_ppo_acktr.run.config import resolve, whole_updates
+from a2c_ppo_acktr.errors import Error, fail
+from a2c_ppo_acktr.settings import flag_table
+from a2c_ppo_acktr.settings.checks import check_outputs, check_precision, check_together
+from a2c_ppo_acktr.settings.resolve import resolve, whole_updates
 
 
 class Parser(argparse.ArgumentParser):
@@ -55,21 +54,10 @@ def build_parser() -> Parser:
     return p
 
 
-def fail(message: str, prog: Optional[str] = None) -> NoReturn:
-    """One line on stderr and exit status 2: bad input is explained, never a traceback."""
-    print(f"{prog or program()}: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-def warn(message: str) -> None:
-    """One line on stderr about a setting that runs, but not as one might expect."""
-    print(f"{program()}: warning: {message}", file=sys.stderr)
-
-
 def get_args(argv: Optional[list[str]] = None,
              parser: Optional[Parser] = None) -> argparse.Namespace:
     """main.py's arguments: defaults, --recipe, the saved flags on --resume, the command line
-    (run/config.py), each layer's values checked as it is read, then how they go together; with
+    (settings/resolve.py), each layer's values checked as it is read, then how they go together; with
     ``notes`` and ``config`` for the run's log and files, ``warnings`` and ``cuda``.
     ``parser``: ``build_parser()``'s, its defaults perhaps changed (a checkpoint's flags)."""
     try:

@@ -1,5 +1,5 @@
 """The table of main.py's flags, made from their declarations (a2c_ppo_acktr/config/) when asked
-for, never committed: ``python -m a2c_ppo_acktr.run.flag_table`` prints it (Markdown), and
+for, never committed: ``python -m a2c_ppo_acktr.settings.flag_table`` prints it (Markdown), and
 ``python main.py --help`` names that command below its options. Each row: the flag, its default,
 its config part, the algorithms that use it, what a resume does with it, and its --help text."""
 import json
@@ -8,7 +8,7 @@ import sys
 from a2c_ppo_acktr.config import declarations
 from a2c_ppo_acktr.config.flag import Flag
 
-COMMAND = "python -m a2c_ppo_acktr.run.flag_table"
+COMMAND = "python -m a2c_ppo_acktr.settings.flag_table"
 
 
 def _cell(text: str) -> str:
