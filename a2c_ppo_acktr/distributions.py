@@ -11,14 +11,24 @@ MultiCategorical, (N, D) float for DiagGaussian and Bernoulli, the layout ``Roll
 keeps. ``sample(generator)`` draws from that ``torch.Generator``, by default torch's global one.
 """
 import math
+from typing import TypeVar
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from a2c_ppo_acktr.utils import init
-
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+M = TypeVar("M", nn.Linear, nn.Conv2d)
+
+
+def init(module: M, gain: float = 1.0) -> M:
+    """Orthogonal weights with ``gain`` and zero biases, as the original initialises every layer."""
+    nn.init.orthogonal_(module.weight, gain=gain)
+    if module.bias is not None:
+        nn.init.constant_(module.bias, 0)
+    return module
 
 
 def _normal(like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

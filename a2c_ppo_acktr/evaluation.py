@@ -14,8 +14,8 @@ import torch
 
 from a2c_ppo_acktr.envs import TorchVecEnv, VecEnvWrapper, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.torch_vec import to_device
+from a2c_ppo_acktr.files import save_json
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.utils import save_json
 
 # on_step(action, reward, infos): after the reset (None, None, []) and after every step.
 OnStep = Callable[[torch.Tensor | None, torch.Tensor | None, list[dict]], None]

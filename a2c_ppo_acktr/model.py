@@ -16,9 +16,9 @@ from a2c_ppo_acktr.distributions import (
     DiagGaussian,
     DiagGaussianDist,
     MultiCategorical,
+    init,
 )
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.utils import init
 from a2c_ppo_acktr.value_norm import ValueNorm
 
 INITS = ("orthogonal", "default")

@@ -17,7 +17,6 @@ from gymnasium import spaces
 
 from a2c_ppo_acktr.config import ReturnsConfig
 from a2c_ppo_acktr.model import Policy
-from a2c_ppo_acktr.utils import space_shape
 
 
 class Minibatch(NamedTuple):
@@ -52,7 +51,9 @@ class RolloutStorage:
         elif isinstance(action_space, spaces.MultiDiscrete):
             self.actions = torch.zeros(T, N, action_space.shape[0], dtype=torch.long)
         else:
-            self.actions = torch.zeros(T, N, space_shape(action_space)[0])
+            shape = action_space.shape  # a Box's or a MultiBinary's
+            assert shape is not None, f"{action_space} has no fixed shape"
+            self.actions = torch.zeros(T, N, shape[0])
         self.masks = torch.ones(T + 1, N, 1)
         # 0 where the episode was cut by a time limit rather than ended by the task.
         self.bad_masks = torch.ones(T + 1, N, 1)

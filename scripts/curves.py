@@ -10,7 +10,7 @@ import os
 import numpy as np
 
 from a2c_ppo_acktr.analysis import stats
-from a2c_ppo_acktr.utils import env_file_name
+from a2c_ppo_acktr.envs.ids import env_file_name
 
 
 def smooth_curve(y: np.ndarray, window: int) -> np.ndarray:
@@ -135,7 +135,7 @@ def plot_curves(
 
 
 def env_filename(env_id: str) -> str:
-    """File name for an env id's PNG (``utils.env_file_name``, e.g. ALE_Pong-v5.png)."""
+    """File name for an env id's PNG (``envs/ids.env_file_name``, e.g. ALE_Pong-v5.png)."""
     return env_file_name(env_id) + ".png"
 
 

@@ -25,9 +25,11 @@ import torch.nn.functional as F
 from gymnasium import spaces
 
 from a2c_ppo_acktr.envs import Normalizer, RunningMeanStd
+from a2c_ppo_acktr.envs.ids import env_file_name
+from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import ConfigError, GailError
+from a2c_ppo_acktr.files import save_atomic
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.utils import env_file_name, save_atomic, space_shape
 
 REWARDS = ("airl", "gail")
 EXPERT_KEYS = ("states", "actions", "rewards", "lengths", "env_name", "obs_shape", "action_space")
@@ -35,7 +37,7 @@ EXPERT_KEYS = ("states", "actions", "rewards", "lengths", "env_name", "obs_shape
 
 def expert_path(experts_dir: str, env_name: str) -> str:
     """``<experts_dir>/trajs_<env-name>.pt``, the env id as checkpoints write it
-    (``utils.env_file_name``)."""
+    (``envs/ids.env_file_name``)."""
     return os.path.join(experts_dir, f"trajs_{env_file_name(env_name)}.pt")
 
 

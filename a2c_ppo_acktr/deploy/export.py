@@ -31,10 +31,11 @@ from gymnasium import spaces
 
 from a2c_ppo_acktr.deploy.playback import play_envs
 from a2c_ppo_acktr.envs import Normalizer, get_vec_normalize
+from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError, Error, fail
+from a2c_ppo_acktr.files import save_atomic
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run.checkpoint import build_policy, env_options, load_policy_checkpoint
-from a2c_ppo_acktr.utils import save_atomic, space_shape
 
 PROG = "a2c_ppo_acktr.deploy.export"
 FORMATS = {"pt2": ".pt2", "onnx": ".onnx"}

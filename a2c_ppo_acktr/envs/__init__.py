@@ -3,7 +3,7 @@
 Layers, innermost first (``make_vec_envs`` builds the whole stack)::
 
     single.make_env          gym env + Monitor (+ DeepMind Atari wrappers, CHW images, seeding)
-    vec_env.DummyVecEnv /    numpy batch of N envs with same-step autoreset (classic stack)
+    blocks.DummyVecEnv /     numpy batch of N envs with same-step autoreset (classic stack)
     shmem.ShmemVecEnv
     ale.AleVecEnv            or: Atari in ALE's C++ vector env, frames stacked there
     native.NativeVecEnv      or: an id's own vector entry point (CartPole)
@@ -14,6 +14,7 @@ Layers, innermost first (``make_vec_envs`` builds the whole stack)::
     torch_vec.VecPyTorchFrameStack   frame stacking on ``device`` (images, or when asked; not ale)
 """
 from a2c_ppo_acktr.envs.ale import AleVecEnv
+from a2c_ppo_acktr.envs.blocks import DummyVecEnv
 from a2c_ppo_acktr.envs.envpool import EnvpoolVecEnv
 from a2c_ppo_acktr.envs.make import VEC_ENV_KINDS, frame_channels, make_vec_envs
 from a2c_ppo_acktr.envs.native import NativeVecEnv
@@ -29,7 +30,7 @@ from a2c_ppo_acktr.envs.normalize import (
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.single import check_env_kwargs, make_env
 from a2c_ppo_acktr.envs.torch_vec import TorchVecEnv, VecPyTorch, VecPyTorchFrameStack, to_device
-from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
+from a2c_ppo_acktr.envs.vec_env import VecEnv, VecEnvWrapper
 
 __all__ = [
     "VEC_ENV_KINDS", "AleVecEnv", "DummyVecEnv", "EnvpoolVecEnv", "NativeVecEnv", "Normalizer",

@@ -13,8 +13,8 @@ the classic stack's: docs/benchmarks.md, "`ale` and the classic stack: what diff
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
+from a2c_ppo_acktr.envs.ids import register_ale
 from a2c_ppo_acktr.envs.monitor import EpisodeMonitor
-from a2c_ppo_acktr.envs.single import register_ale
 from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult
 from a2c_ppo_acktr.errors import ConfigError
 

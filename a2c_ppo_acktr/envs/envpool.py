@@ -22,10 +22,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from a2c_ppo_acktr.envs.blocks import check_batch
 from a2c_ppo_acktr.envs.monitor import EpisodeMonitor
-from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult, check_batch
+from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult, space_shape
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.utils import space_shape
 
 # The ids whose EnvPool env was tested step by step against gymnasium's of the same id and version
 # (tests/envs/test_envpool.py); EnvPool implements each with that version's options (v4's healthy

@@ -4,16 +4,17 @@ import torch
 from gymnasium.envs.registration import EnvSpec
 
 from a2c_ppo_acktr.envs.ale import SUPPORTED_KWARGS, AleVecEnv, ale_vector_available
+from a2c_ppo_acktr.envs.blocks import DummyVecEnv
 from a2c_ppo_acktr.envs.envpool import EnvpoolVecEnv, envpool_kwargs
+from a2c_ppo_acktr.envs.ids import env_spec, is_atari
 from a2c_ppo_acktr.envs.native import NativeVecEnv, has_native
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
-from a2c_ppo_acktr.envs.single import check_env_kwargs, env_spec, is_atari, make_env
+from a2c_ppo_acktr.envs.single import check_env_kwargs, make_env
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
-from a2c_ppo_acktr.envs.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, num_cpus
+from a2c_ppo_acktr.envs.vec_env import VecEnv, VecEnvWrapper, num_cpus, space_shape
 from a2c_ppo_acktr.envs.watch import watch
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.utils import space_shape
 
 VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native", "envpool")
 _announced: set[tuple[str, str]] = set()

@@ -16,11 +16,11 @@ from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
+from a2c_ppo_acktr.envs.blocks import check_batch
 from a2c_ppo_acktr.envs.monitor import EpisodeMonitor
-from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult, check_batch
+from a2c_ppo_acktr.envs.vec_env import BatchedVecEnv, StepResult, space_shape
 from a2c_ppo_acktr.envs.watch import Calling
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.utils import space_shape
 
 
 def _reset_cartpole(env: CartPoleVectorEnv, done: np.ndarray, obs: np.ndarray) -> None:

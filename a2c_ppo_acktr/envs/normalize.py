@@ -8,9 +8,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from a2c_ppo_acktr.envs.vec_env import StepResult, VecEnv, VecEnvWrapper
+from a2c_ppo_acktr.envs.vec_env import StepResult, VecEnv, VecEnvWrapper, space_shape
 from a2c_ppo_acktr.errors import program
-from a2c_ppo_acktr.utils import space_shape
 
 # An env's NaN or inf passes through the statistics (numpy would warn at each step); the run
 # stops on the non-finite loss they cause, in one line (run/life.py). A filter, as it costs

@@ -1,15 +1,12 @@
-"""``ShmemVecEnv``: N envs in worker processes, talking through one shared-memory buffer."""
+"""``ShmemVecEnv``: N envs in worker processes (``shmem_worker.py``), talking through one
+shared-memory buffer."""
 import atexit
-import copyreg
-import io
 import mmap
 import multiprocessing as mp
 import os
-import pickle
 import signal
 import tempfile
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from multiprocessing import forkserver, reduction
@@ -18,19 +15,11 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 
-from a2c_ppo_acktr.envs.state import capture_envs, restore_envs
-from a2c_ppo_acktr.envs.vec_env import (
-    StepResult,
-    benchmark_block,
-    build_envs,
-    num_cpus,
-    pause_block,
-    reset_block,
-    step_block,
-)
+from a2c_ppo_acktr.envs.processes import check_descriptors, signals_stay_here
+from a2c_ppo_acktr.envs.shmem_worker import RemoteError, shared_layout, shared_views, worker
+from a2c_ppo_acktr.envs.vec_env import StepResult, num_cpus
 from a2c_ppo_acktr.envs.watch import Calling, describe_envs
 from a2c_ppo_acktr.errors import EnvError
-from a2c_ppo_acktr.utils import check_descriptors, die_with_parent, signals_stay_here
 
 CLOSE_S = 2.0  # how long close() waits for the workers to close their envs, all together
 _open: "weakref.WeakSet[ShmemVecEnv]" = weakref.WeakSet()
@@ -41,114 +30,6 @@ def _close_all() -> None:
     for venv in list(_open):
         venv.close()
 
-
-def _shared_layout(n, observation_space, action_space):
-    """Byte layout of the shared buffer: name -> (dtype, shape, offset); plus the total size."""
-    fields = [("obs", observation_space.dtype, observation_space.shape),
-              ("actions", action_space.dtype, action_space.shape),
-              ("rewards", np.float32, ()), ("terminated", bool, ()), ("truncated", bool, ())]
-    layout, offset = {}, 0
-    for name, dtype, shape in fields:
-        dtype = np.dtype(dtype)
-        layout[name] = (dtype.str, (n, *shape), offset)
-        offset += -(-n * int(np.prod(shape)) * dtype.itemsize // 64) * 64  # 64-byte aligned
-    return layout, max(offset, 1)
-
-
-def _shared_views(buf, layout, lo=0, hi=None):
-    """numpy views (rows lo:hi) on the shared buffer, keyed like the layout."""
-    return {name: np.ndarray(shape, dtype, buffer=buf, offset=offset)[lo:hi]
-            for name, (dtype, shape, offset) in layout.items()}
-
-
-class _RemoteError:
-    """What a worker sends back instead of a result when one of its envs fails: the one line and
-    the env's traceback of an ``EnvError``."""
-
-    def __init__(self, message: str, details: str) -> None:
-        self.message, self.details = message, details
-
-
-def _reduce_numpy_scalar(x):
-    return type(x), (x.item(),)
-
-
-# numpy scalars (MuJoCo infos are full of them) pickle faster this way (docs/benchmarks.md,
-# "Measured code choices"); same type and value.
-_DISPATCH_TABLE = copyreg.dispatch_table.copy()
-_DISPATCH_TABLE.update({t: _reduce_numpy_scalar
-                        for t in (np.float64, np.float32, np.int64, np.int32, np.bool_)})
-
-
-def _send(conn, obj):
-    """conn.send(obj), with the faster pickling of numpy scalars."""
-    buf = io.BytesIO()
-    pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = _DISPATCH_TABLE
-    pickler.dump(obj)
-    conn.send_bytes(buf.getbuffer())
-
-
-def _worker(conn, env_fns_blob, first_index):
-    """Worker process running envs first_index .. first_index + len(env_fns) - 1."""
-    # Ctrl-C and a scheduler's SIGTERM reach the whole process group: the parent saves, then
-    # closes us in order (a spawned worker has no forkserver's mask: see _mp_context).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal: the parent saves too
-    die_with_parent()  # the forkserver, which ends with the training process
-    envs: list[gym.Env] = []
-    try:
-        envs = build_envs(cloudpickle.loads(env_fns_blob), first_index)
-        conn.send((envs[0].observation_space, envs[0].action_space))
-        layout = conn.recv()
-        fd = reduction.recv_handle(conn)
-        buf = mmap.mmap(fd, 0)
-        os.close(fd)
-        v = _shared_views(buf, layout, first_index, first_index + len(envs))
-        while True:
-            cmd = conn.recv_bytes()
-            if cmd == b"s":
-                infos = step_block(envs, v["actions"].copy(), v["obs"], v["rewards"],
-                                   v["terminated"], v["truncated"], first_index)
-                _send(conn, infos if any(infos) else None)  # usually all empty: send nothing
-            elif cmd == b"r":
-                reset_block(envs, v["obs"], first_index)
-                conn.send(None)
-            elif cmd == b"p":
-                pause_block(envs)
-                conn.send(None)
-            elif cmd == b"b":
-                conn.send(benchmark_block(envs))
-            elif cmd == b"v":
-                conn.send(envs[0].render())
-            elif cmd == b"g":  # get the envs' states (a checkpoint)
-                conn.send(capture_envs(envs))
-            elif cmd == b"t":  # set them (--resume)
-                try:
-                    restore_envs(envs, conn.recv())
-                    conn.send(None)
-                except (ValueError, KeyError) as e:  # not this run's envs: they run on as they are
-                    conn.send(str(e))
-            elif cmd == b"c":
-                break
-    except (EOFError, ConnectionError):
-        pass  # the parent is gone
-    except Exception as e:  # said once, by the parent: this process prints nothing
-        if not isinstance(e, EnvError):  # not in an env's method: the whole traceback
-            e = EnvError(f"a ShmemVecEnv worker of envs {first_index}.."
-                         f"{first_index + max(len(envs), 1) - 1} failed: {type(e).__name__}: {e}",
-                         traceback.format_exc())
-        try:
-            conn.send(_RemoteError(str(e), e.details))
-        except OSError:
-            pass
-    finally:
-        for env in envs:
-            try:
-                env.close()
-            except Exception:
-                pass
 
 
 def exit_status(code: int | None) -> str:
@@ -208,7 +89,7 @@ class ShmemVecEnv(Calling):
         try:
             for lo, hi in self._blocks:
                 parent_conn, child_conn = ctx.Pipe()  # a socket pair: can pass the buffer's fd
-                proc = ctx.Process(target=_worker, daemon=True,
+                proc = ctx.Process(target=worker, daemon=True,
                                    args=(child_conn, cloudpickle.dumps(env_fns[lo:hi]), lo))
                 proc.start()
                 child_conn.close()
@@ -224,7 +105,7 @@ class ShmemVecEnv(Calling):
             raise
         # Workers build their envs in parallel; then the buffer, sized from the spaces, goes out.
         self.observation_space, self.action_space = [self._recv(w) for w in range(num_workers)][0]
-        layout, size = _shared_layout(n, self.observation_space, self.action_space)
+        layout, size = shared_layout(n, self.observation_space, self.action_space)
         fd = _anonymous_file(size)
         try:
             for conn, proc in zip(self._conns, self._procs):
@@ -233,7 +114,7 @@ class ShmemVecEnv(Calling):
             self._buf = mmap.mmap(fd, size)
         finally:
             os.close(fd)
-        self._views = _shared_views(self._buf, layout)
+        self._views = shared_views(self._buf, layout)
         _open.add(self)
 
     def _recv(self, w):
@@ -247,7 +128,7 @@ class ShmemVecEnv(Calling):
             self.close()
             raise EnvError(f"the ShmemVecEnv worker process of envs {lo}..{hi - 1} died "
                            f"({exit_status(self._procs[w].exitcode)})") from None
-        if isinstance(reply, _RemoteError):
+        if isinstance(reply, RemoteError):
             self.close()
             raise EnvError(reply.message, reply.details)
         return reply

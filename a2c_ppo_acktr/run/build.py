@@ -19,6 +19,7 @@ from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.algo.agent import RewardModel, Stateful
 from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig, PolicyConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
+from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import Evaluations, InlineEvaluations, evaluate, final_evaluation
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
@@ -28,7 +29,6 @@ from a2c_ppo_acktr.run.tracking import video_prefix
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
 from a2c_ppo_acktr.sampling.ray_learner import RayCollector, WorkerGroup
-from a2c_ppo_acktr.utils import space_shape
 
 DEFAULT_THREADS = torch.get_num_threads()
 

@@ -10,7 +10,7 @@ A run is keyed by (algo, env id, seed)::
                                               permanent copies (--save-history N), never removed
                                               but by --overwrite
 
-('/' in the env id becomes '_': ``utils.env_file_name``). Every error here is a
+('/' in the env id becomes '_': ``envs/ids.env_file_name``). Every error here is a
 ``CheckpointError`` with a one-line message, which the entry points turn into their ``fail`` line.
 """
 import glob
@@ -27,12 +27,14 @@ import torch
 from a2c_ppo_acktr.algo.agent import Stateful
 from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs import TorchVecEnv
+from a2c_ppo_acktr.envs.ids import env_file_name
+from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import freeze_normalization
+from a2c_ppo_acktr.files import save_atomic, save_json
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.resume import exact_state
-from a2c_ppo_acktr.utils import env_file_name, save_atomic, save_json, space_shape
 
 save_checkpoint = save_atomic  # a checkpoint is one atomic torch.save of plain values
 CONFIG_FILE = "config.json"  # in the run's log dir: what it resolved to (settings/resolve.py)

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Optional
 
+from a2c_ppo_acktr.envs.processes import die_with_parent
 from a2c_ppo_acktr.errors import program
-from a2c_ppo_acktr.utils import die_with_parent
 
 # SIGHUP: the terminal closed (ssh dropped); the run saves and stops as on SIGTERM (129).
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -10,10 +10,11 @@ import os
 from collections.abc import Callable
 
 from a2c_ppo_acktr.config import RunConfig
+from a2c_ppo_acktr.envs.ids import env_file_name
 from a2c_ppo_acktr.envs.monitor import monitor_t_start
 from a2c_ppo_acktr.errors import ConfigError, LogError
+from a2c_ppo_acktr.files import remove_stale_temporaries
 from a2c_ppo_acktr.run.checkpoint import RunPaths, history, history_path
-from a2c_ppo_acktr.utils import env_file_name, remove_stale_temporaries
 
 # What a run writes into its log directory (eval/ included); --overwrite removes these only.
 RUN_FILES = ("*.monitor.csv", "progress.csv", "workers.log", "config.json",

@@ -20,7 +20,7 @@ import torch
 
 from a2c_ppo_acktr import speed
 from a2c_ppo_acktr.config import Config
-from a2c_ppo_acktr.envs.single import check_env_id
+from a2c_ppo_acktr.envs.ids import check_env_id
 from a2c_ppo_acktr.errors import (
     CheckpointError,
     Error,

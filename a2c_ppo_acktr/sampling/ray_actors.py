@@ -24,11 +24,12 @@ import torch
 
 from a2c_ppo_acktr.config import WorkerConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, frame_channels, get_vec_normalize, make_vec_envs, normalizer_delta
+from a2c_ppo_acktr.envs.processes import signals_stay_here
+from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.evaluation import evaluate, evaluation_row
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.utils import signals_stay_here, space_shape
 
 # The repository (a2c_ppo_acktr/sampling/ -> ..): uploaded to a Ray cluster, the workers' path
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -57,10 +57,10 @@ import fps
 from a2c_ppo_acktr.algo import A2C_ACKTR, PPO
 from a2c_ppo_acktr.envs import torch_vec
 from a2c_ppo_acktr.envs.ale import AleVecEnv
+from a2c_ppo_acktr.envs.blocks import DummyVecEnv
 from a2c_ppo_acktr.envs.native import NativeVecEnv
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
-from a2c_ppo_acktr.envs.vec_env import DummyVecEnv
 from a2c_ppo_acktr.evaluation import InlineEvaluations
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger

@@ -45,7 +45,7 @@ def _ale_alone(env_id, env_fns):
     from ale_py.vector_env import AtariVectorEnv
 
     from a2c_ppo_acktr.envs.ale import ale_kwargs
-    from a2c_ppo_acktr.envs.single import env_spec
+    from a2c_ppo_acktr.envs.ids import env_spec
     return AtariVectorEnv(num_envs=len(env_fns), **ale_kwargs(env_spec(env_id))), None
 
 

@@ -18,6 +18,7 @@ from a2c_ppo_acktr.envs import (
     single,
     to_device,
 )
+from a2c_ppo_acktr.envs import ids as env_ids
 from a2c_ppo_acktr.envs import make as make_module
 from a2c_ppo_acktr.rollout import collect_rollout, episode_masks
 from a2c_ppo_acktr.run import build
@@ -371,7 +372,7 @@ def test_ale_worker_packs_and_checks_its_rollouts():
 
 @pytest.mark.slow
 def test_auto_picks_ale_for_atari_and_says_so(capsys, monkeypatch):
-    spec = single.env_spec("ALE/Pong-v5")
+    spec = env_ids.env_spec("ALE/Pong-v5")
     monkeypatch.setattr(make_module, "num_cpus", lambda: 2)
     assert make_module._auto_vec_env(spec, 8, None) == "ale-pipelined"
     assert make_module._auto_vec_env(spec, 7, None) == "ale"  # no two equal halves

@@ -12,7 +12,7 @@ import warnings
 import pytest
 import torch
 
-from a2c_ppo_acktr import utils
+from a2c_ppo_acktr import files
 from a2c_ppo_acktr.run import checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -123,7 +123,7 @@ def test_kill_9_mid_save_leaves_a_temporary_that_start_up_removes(tmp_path):
     proc.wait()
     stale = [f for f in os.listdir(tmp_path) if f.startswith(".CartPole-v1_seed1.pt.tmp-")]
     assert len(stale) == 1 and checkpoint.load_checkpoint(path)["step"].item() == 1
-    assert utils.remove_stale_temporaries(path) == [str(tmp_path / stale[0])]
+    assert files.remove_stale_temporaries(path) == [str(tmp_path / stale[0])]
     assert sorted(os.listdir(tmp_path)) == [other.name, "CartPole-v1_seed1.pt"]
 
 

@@ -90,7 +90,7 @@ def test_env_kwargs_nan_and_inf_are_floats_and_quoted_they_stay_text():
 
 def test_an_env_id_naming_a_module_by_its_path_is_one_line():
     """Issue #85: '../x:Id' was importlib's TypeError (a relative import without a package)."""
-    from a2c_ppo_acktr.envs.single import env_spec
+    from a2c_ppo_acktr.envs.ids import env_spec
     for env_id in ("../x:Id", "my envs:Id", "x/y:Id"):
         with pytest.raises(ConfigError, match="a module is named as in Python's import"):
             env_spec(env_id)
