@@ -1,5 +1,5 @@
 """A run's configuration in parts, one per layer: frozen, typed, built once from the resolved
-flags (``make_config``) and never changed after. Each layer takes its own part (or plain
+flags (``settings/arguments.make_config``) and never changed after. Each layer takes its own part (or plain
 arguments), never the whole and never the argparse ``Namespace``; what a Ray actor needs travels
 as ``WorkerConfig``, small and picklable.
 
@@ -10,9 +10,8 @@ declared once"). One module per part or two (``algo``, ``env``, ``models``, ``ru
 """
 import functools
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any, Optional
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from a2c_ppo_acktr.config.algo import AlgoConfig, ReturnsConfig
 from a2c_ppo_acktr.config.env import EnvConfig, Pairs, PolicyConfig, SamplingConfig
@@ -76,31 +75,5 @@ class Config:
                             self.returns.use_proper_time_limits)
 
 
-def make_part(part: type, values: Mapping[str, Any]) -> Any:
-    """``part`` from ``values`` ({flag's dest: value}, plus the values computed for its fields
-    without a flag, by their names): each flag's field from its flag's value."""
-    specs = {f.name: spec for f, spec in declared(part)}
-    kwargs = {}
-    for f in fields(part):
-        spec = specs.get(f.name)
-        if spec is None:  # another part's flag (algo, env_name, seed) or a computed value
-            kwargs[f.name] = values[f.name]
-        else:
-            value = values[spec.dest]
-            kwargs[f.name] = spec.to_field(value) if spec.to_field else value
-    return part(**kwargs)
-
-
-def make_config(values: Mapping[str, Any], notes: tuple[str, ...] = (),
-                warnings: tuple[str, ...] = (), record: Optional[dict] = None) -> Config:
-    """The frozen ``Config`` of resolved and checked flag values (and the computed ones)."""
-    parts = {name: make_part(part, values) for name, part in PARTS.items()}
-    if not values["gail"]:
-        parts["gail"] = None
-    return Config(**parts, notes=tuple(notes), warnings=tuple(warnings),
-                  record_json=json.dumps(record or {}))
-
-
 __all__ = ["AlgoConfig", "Config", "EnvConfig", "GailConfig", "ModelsConfig", "Pairs", "PolicyConfig",
-           "ReturnsConfig", "RunConfig", "SamplingConfig", "WorkerConfig", "declarations",
-           "make_config", "make_part"]
+           "ReturnsConfig", "RunConfig", "SamplingConfig", "WorkerConfig", "declarations"]

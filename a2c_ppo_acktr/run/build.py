@@ -184,6 +184,7 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
     try:
         # A resumed run re-seeds its envs past the seeds already used, not replaying them.
         env = cfg.env
+        videos = video_prefix(paths, env_steps) if cfg.run.capture_video else None  # of env 0
         if cfg.sampling.num_workers:  # Ray actors sample; they look like one vector env of N * P
             envs: RunEnvs = WorkerGroup(cfg.workers, paths.log_dir, paths.eval_dir, env_steps,
                                         resumed=bool(resumed))
@@ -192,8 +193,7 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
                                  cfg.returns.gamma, paths.log_dir, device, False,
                                  vec_env=env.vec_env, monitor_append=bool(resumed),
                                  first_rank=rank * env.num_processes,
-                                 video_prefix=video_prefix(paths, env_steps)
-                                 if cfg.run.capture_video else None,
+                                 video_prefix=videos,
                                  env_timeout=env.env_timeout, **env.options)
     except (ValueError, ImportError) as e:  # unknown env id (with suggestions), bad env kwargs,
         raise ConfigError(str(e)) from None  # unsupported observations, no Ray, ...
@@ -202,8 +202,8 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
         # on image batches do gain (docs/benchmarks.md, "Measured code choices").
         obs_shape = space_shape(envs.observation_space)
         torch.set_num_threads(1 if len(obs_shape) == 1 else DEFAULT_THREADS)
-        actor_critic = make_policy(obs_shape, envs.action_space,
-                                   run_policy_kwargs(cfg.policy), device)
+        network = run_policy_kwargs(cfg.policy)  # the base's flags, and --precision
+        actor_critic = make_policy(obs_shape, envs.action_space, network, device)
         agent = make_agent(cfg.algo, actor_critic, learner_generator(cfg, env_steps, device))
         reward_models = make_reward_models(cfg, envs, device)
         if resumed:

@@ -127,13 +127,14 @@ def start(cfg: Config, stop: StopRequest) -> Run:
     """Check the inputs (``Error`` when bad, before anything is on disk), then build the run:
     directories, envs, policy, agent, restored on --resume, and the collector. A signal
     meanwhile (``stop``) undoes what was built and raises ``Interrupted``."""
+    paths = run_paths(cfg.run)
     ddp = DDP.from_env(cfg.run.cuda)  # under torchrun: this process is one rank of one learner
     rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)
 
     def stop_if_asked() -> None:  # all ranks at the same points, as they stop together
-        stop.check(ddp.any(stop.requested) if ddp else None)
+        requested = ddp.any(stop.requested) if ddp else None  # any rank's request stops them all
+        stop.check(requested)
 
-    paths = run_paths(cfg.run)
     if lead:
         check_run(cfg.run, paths)
     check_env_id(cfg.env.env_name)

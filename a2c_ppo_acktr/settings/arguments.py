@@ -3,13 +3,17 @@ built from their declarations in the config parts (a2c_ppo_acktr/config/: ``pyth
 --help`` lists them all; ``python -m a2c_ppo_acktr.settings.flag_table`` prints a table of where each
 goes and when it applies)."""
 import argparse
+import json
 import os
+from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any, NoReturn, Optional
 
 import torch
 
-from a2c_ppo_acktr.config import Config, declarations, make_config
+from a2c_ppo_acktr.config import PARTS, Config, declarations
 from a2c_ppo_acktr.config.env import parse_env_kwargs
+from a2c_ppo_acktr.config.flag import declared
 from a2c_ppo_acktr.errors import Error, fail
 from a2c_ppo_acktr.settings import flag_table
 from a2c_ppo_acktr.settings.checks import check_outputs, check_precision, check_together
@@ -92,3 +96,28 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def get_config(argv: Optional[list[str]] = None, parser: Optional[Parser] = None) -> Config:
     """main.py's frozen configuration: ``config_from_args(get_args(argv, parser))``."""
     return config_from_args(get_args(argv, parser))
+
+
+def make_part(part: type, values: Mapping[str, Any]) -> Any:
+    """``part`` from ``values`` ({flag's dest: value}, plus the values computed for its fields
+    without a flag, by their names): each flag's field from its flag's value."""
+    specs = {f.name: spec for f, spec in declared(part)}
+    kwargs = {}
+    for f in fields(part):
+        spec = specs.get(f.name)
+        if spec is None:  # another part's flag (algo, env_name, seed) or a computed value
+            kwargs[f.name] = values[f.name]
+        else:
+            value = values[spec.dest]
+            kwargs[f.name] = spec.to_field(value) if spec.to_field else value
+    return part(**kwargs)
+
+
+def make_config(values: Mapping[str, Any], notes: tuple[str, ...] = (),
+                warnings: tuple[str, ...] = (), record: Optional[dict] = None) -> Config:
+    """The frozen ``Config`` of resolved and checked flag values (and the computed ones)."""
+    parts = {name: make_part(part, values) for name, part in PARTS.items()}
+    if not values["gail"]:
+        parts["gail"] = None
+    return Config(**parts, notes=tuple(notes), warnings=tuple(warnings),
+                  record_json=json.dumps(record or {}))

@@ -17,7 +17,7 @@ from a2c_ppo_acktr.config.flag import NON_NEGATIVE, flag
 from a2c_ppo_acktr.config.flag import PPO as FOR_PPO
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run import build
-from a2c_ppo_acktr.settings import checks, flag_table
+from a2c_ppo_acktr.settings import arguments, checks, flag_table
 from a2c_ppo_acktr.settings.arguments import build_parser, get_args, get_config
 from a2c_ppo_acktr.settings.resolve import may_change, not_saved
 
@@ -55,7 +55,7 @@ def test_every_option_of_the_parser_is_one_declaration():
 
 def test_the_declared_defaults_pass_the_checks():
     checks.check_values({s.dest: s.default for s in declarations()})
-    assert config.make_config({**vars(build_parser().parse_args([])), "whole_steps": 80,
+    assert arguments.make_config({**vars(build_parser().parse_args([])), "whole_steps": 80,
                                "cuda": False}).algo == AlgoConfig()
 
 
