@@ -63,6 +63,11 @@ def print_details(error: BaseException) -> None:
         sys.stderr.flush()
 
 
+class RankError(Error, RuntimeError):
+    """Under torchrun: another rank stopped on a failure, or ended without a word (killed, or
+    its process crashed), and this one stops too; ``str()`` names that rank and why."""
+
+
 class GailError(ConfigError):
     """GAIL's expert data missing or not matching the env."""
 

@@ -73,7 +73,7 @@ class EnvConfig:
 
     env_timeout: Optional[float] = flag(
         None, "stop the run in one line, keeping its last checkpoint, when a step or reset of its "
-        "envs has not returned for SECONDS (a hung env; not with --num-workers); without it, one "
+        "envs has not returned for SECONDS (a hung env; also in Ray workers); without it, one "
         "line says so after 60 s (default: none)", takes=POSITIVE, metavar="SECONDS", at=68,
         may_change="how long a hung env is waited for")
 

@@ -69,11 +69,19 @@ _thread: Optional[threading.Thread] = None
 _expired: Optional[tuple[tuple, str]] = None  # (the call, its line) the main thread is to raise
 
 
-def _say(line: str) -> None:
+def warn(line: str) -> None:
+    """``line`` as a warning on stderr; never an error of its own."""
     try:
         print(f"{program()}: warning: {line}", file=sys.stderr, flush=True)
     except (OSError, ValueError):  # stderr gone: the run goes on
         pass
+
+
+def hung_line(what: str, method: str, waited: float, timeout: Optional[float]) -> str:
+    """The warning on ``what`` (envs, of an env id) whose ``method`` has not returned for
+    ``waited`` s; ``timeout``: --env-timeout."""
+    stop = "--env-timeout stops it" if timeout is None else f"--env-timeout stops it at {timeout:g} s"
+    return f"{what}: {method} has not returned for {waited:.0f} s; Ctrl-C stops the run ({stop})"
 
 
 def _check(now: float) -> None:
@@ -102,10 +110,8 @@ def _check(now: float) -> None:
                 signal.pthread_kill(main.ident, TIMEOUT_SIGNAL)
         elif waited >= WARN_AFTER_S and w.warned is not call:
             w.warned = call
-            stop = ("--env-timeout stops it" if w.timeout is None else
-                    f"--env-timeout stops it at {w.timeout:g} s")
-            _say(f"{env.describe_pending(thread)} of {w.env_id}: {method} has not returned for "
-                 f"{waited:.0f} s; Ctrl-C stops the run ({stop})")
+            warn(hung_line(f"{env.describe_pending(thread)} of {w.env_id}", method, waited,
+                           w.timeout))
 
 
 def _run() -> None:

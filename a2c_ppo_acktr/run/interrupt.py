@@ -151,7 +151,8 @@ class _Handling:
 
     def __exit__(self, *exc):
         for s, handler in self._previous.items():
-            signal.signal(s, handler)
+            if signal.getsignal(s) == self._handle:  # not one set since (a failing torchrun
+                signal.signal(s, handler)  # rank ignores torchrun's SIGTERM: sampling/ddp.py)
         self._previous = {}
 
     def _handle(self, signum, frame) -> None:
@@ -168,6 +169,7 @@ class StopRequest(_Handling):
     def __init__(self) -> None:
         super().__init__()
         self._at = 0.0  # time.monotonic() of the request
+        self.forced: int | None = None  # the exit status of a second signal
         self.acknowledgement = "stopping; again to stop now"  # the run says "after this update"
 
     def _handle(self, signum, frame):
@@ -177,10 +179,17 @@ class StopRequest(_Handling):
         if self.signum is not None:
             _say(f"{name} again: stopped without saving")
             _exit_soon(128 + signum)
+            self.forced = 128 + signum
             raise SystemExit(128 + signum)
         self.signum, self._at = signum, time.monotonic()
         if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for all
             _say(f"{name}: {self.acknowledgement}")
+
+    def __exit__(self, kind, error, tb):
+        super().__exit__(kind, error, tb)
+        if self.forced is not None and isinstance(error, SystemExit) and error.code != self.forced:
+            # Ray's waits turn the SystemExit of a second signal into SystemExit(1)
+            raise SystemExit(self.forced) from None
 
     def check(self, requested: bool | None = None) -> None:
         """Raise ``Interrupted`` if a stop was requested (``requested``: of any rank, if given)."""

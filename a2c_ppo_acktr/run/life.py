@@ -116,9 +116,7 @@ class Run:
         if all(math.isfinite(x) for name, x in stats.items() if is_loss(name)):
             return None
         values = ", ".join(f"{name} {value}" for name, value in stats.items())
-        self.say(f"{program()}: error: non-finite loss at update {update} ({values}); stopped, "
-                 f"{left_behind(self.paths, self.saved_steps)}")
-        return 1
+        return self.fail(f"non-finite loss at update {update} ({values})")
 
     def check_gradients(self) -> Optional[int]:
         """1 (and one line) when the policy's last gradients are not finite (from finite losses:
@@ -128,9 +126,7 @@ class Run:
         if all(p.grad is None or bool(p.grad.isfinite().all())
                for p in self.actor_critic.parameters()):
             return None
-        self.say(f"{program()}: error: non-finite gradients at {self.env_steps:,} steps; "
-                 f"stopped, {left_behind(self.paths, self.saved_steps)}")
-        return 1
+        return self.fail(f"non-finite gradients at {self.env_steps:,} steps")
 
     def stop_requested(self) -> bool:
         """Ctrl-C / SIGTERM reached this process, or under torchrun any rank (all stop at the
@@ -157,10 +153,17 @@ class Run:
         except CheckpointError as e:
             # Stop rather than train on: what cannot be saved is lost however long the run goes
             # on. The atomic write kept the previous checkpoint, which --resume continues.
-            self.say(f"{program()}: error: {e}; stopped at {self.env_steps:,} steps, "
-                     f"{left_behind(self.paths, self.saved_steps)}")
-            return 1
+            return self.fail(str(e), f"stopped at {self.env_steps:,} steps")
         return None
+
+    def fail(self, what: str, stopped: str = "stopped") -> int:
+        """The run stops on a failure, ``what``: the lead says it in one line; -> 1. Under
+        torchrun the other ranks stop too, told why, whichever rank it is (``DDP.stopping``)."""
+        if self.ddp:
+            what = self.ddp.stopping(what, self.env_steps) or what
+        self.say(f"{program()}: error: {what}; {stopped}, "
+                 f"{left_behind(self.paths, self.saved_steps)}")
+        return 1
 
     def log(self, update: int, last: bool, returns: list[float],
             stats: Mapping[str, float]) -> None:

@@ -92,14 +92,16 @@ def open_run(cfg: Config) -> Iterator[Run]:
             fail(what)
         try:
             yield run
-        except (Error, OSError, MemoryError, RuntimeError) as e:  # e.g. a log that cannot be
-            # written, a memory limit met by the optimizer's first state: one line
+        except Exception as e:  # e.g. a log that cannot be written, a memory limit met by the
+            # optimizer's first state: one line; what is not foreseen is traced back
             what = failure_line(e)
             if what is None and (size := allocation_failure(e)) is not None:
                 what = f"cannot allocate {size} (this machine's memory, or ulimit -v)"
+            print_details(e)  # a failing env's own traceback, once
+            if run.ddp:  # under torchrun the other ranks stop too, told why (sampling/ddp.py)
+                what = run.ddp.stopping(what, run.env_steps, e)
             if what is None:
                 raise
-            print_details(e)
             if run.lead:
                 print(f"{program()}: error: {what}; stopped, "
                       f"{left_behind(run.paths, run.saved_steps)}", file=sys.stderr)

@@ -7,9 +7,10 @@ statistics); each of the N ``RolloutWorker`` actors loads it, fills its own ``Ro
 ``w * P .. (w + 1) * P - 1`` of its storage, so the update (A2C, PPO, ACKTR, recurrent) sees one
 rollout of ``N * P`` envs and is unchanged. Env ``i`` of worker ``w`` has rank ``w * P + i``; the
 workers' normalizer deltas are merged (``envs.merge_normalizer``); a failed worker is restarted
-and re-samples (``MAX_FAILURES`` in a row stop the run). These decisions: docs/scale-out.md, "Ray
-rollout workers on one machine".
+and re-samples, unless its failure keeps coming (``ray_faults.py``). These decisions:
+docs/scale-out.md, "Ray rollout workers on one machine".
 """
+import logging
 import os
 import sys
 import sysconfig
@@ -29,13 +30,13 @@ from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.evaluation import evaluate, evaluation_row
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import collect_rollout
+from a2c_ppo_acktr.sampling.reaper import Reaper
 from a2c_ppo_acktr.storage import RolloutStorage
 
 # The repository (a2c_ppo_acktr/sampling/ -> ..): uploaded to a Ray cluster, the workers' path
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UPLOAD_EXCLUDES = [".git", ".venv", ".ci-venv", "logs", "trained_models", "runs", "tmp", "*.pt",
                    "__pycache__"]
-MAX_FAILURES = 3
 START_TIMEOUT = 300  # s for a worker to build its envs (or for the cluster to find it a CPU)
 # What a worker sends back: every storage tensor but the returns, which the learner computes.
 FIELDS = ("obs", "recurrent_hidden_states", "actions", "action_log_probs", "value_preds",
@@ -73,29 +74,40 @@ def local_modules(env_name: str) -> list[str]:
     return [path]
 
 
+def _not_token_default(record: logging.LogRecord) -> bool:
+    """Not Ray's warning that a local Ray has token authentication on by default (it listens
+    on 127.0.0.1 only): for the user, nothing to do."""
+    return not record.getMessage().startswith("Token authentication is enabled")
+
+
 def start_ray(num_workers: int, address: Optional[str], modules: Optional[list[str]] = None
-              ) -> tuple[types.ModuleType, bool]:
+              ) -> tuple[types.ModuleType, bool, Optional[Reaper]]:
     """Ray for ``num_workers`` actors: a local one started here (``address`` None) or the
     cluster at ``address``, joined, its nodes given this repository and ``modules`` (paths,
-    ``local_modules``); -> (ray, whether this process started it and shuts it down).
+    ``local_modules``); -> (ray, whether this process started it and shuts it down, for a
+    local Ray the ``Reaper`` that ends its processes with this one). Ray's start-up lines are
+    not shown (``logging_level``), nor the token note of a local Ray.
     """
     ray = import_ray(local=address is None)
     if ray.is_initialized():
-        return ray, False
+        return ray, False, None
     if address is None:
+        logging.getLogger("ray._private.authentication.authentication_token_setup").addFilter(
+            _not_token_default)
         with signals_stay_here():  # Ray's head processes are in our process group
             ray.init(num_cpus=max(os.cpu_count() or 1, num_workers), include_dashboard=False,
-                     log_to_driver=False)
-        return ray, True
+                     log_to_driver=False, logging_level=logging.WARNING)
+            reaper = Reaper()
+        return ray, True, reaper
     try:  # the cluster's nodes import this repository from the copy Ray uploads
-        ray.init(address=address, log_to_driver=False,
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING,
                  runtime_env={"working_dir": ROOT, "excludes": UPLOAD_EXCLUDES,
                               **({"py_modules": modules} if modules else {})})
     except (ConnectionError, RuntimeError) as e:
         cause = str(e.__cause__ or e).strip().splitlines()[0]
         raise ValueError(f"--ray-address {address}: cannot join the Ray cluster "
                          f"({cause[:200]})") from None
-    return ray, True
+    return ray, True, None
 
 
 class RolloutWorker:
@@ -125,7 +137,8 @@ class RolloutWorker:
         self.envs = envs = make_vec_envs(env.env_name, seed, env.num_processes, self.cfg.gamma,
                                          log_dir, "cpu", False, vec_env=env.vec_env,
                                          monitor_append=monitor_append,
-                                         first_rank=self.index * env.num_processes, **env.options)
+                                         first_rank=self.index * env.num_processes,
+                                         env_timeout=env.env_timeout, **env.options)
         space = envs.observation_space
         self.policy = make_policy(space_shape(space), envs.action_space,
                                   policy_kwargs(self.cfg.policy))

@@ -25,7 +25,6 @@ from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.sampling.ray_actors import (
     FIELDS,
-    MAX_FAILURES,
     START_TIMEOUT,
     Evaluator,
     RolloutWorker,
@@ -34,7 +33,11 @@ from a2c_ppo_acktr.sampling.ray_actors import (
     start_ray,
     unpack_frames,
 )
+from a2c_ppo_acktr.sampling.ray_faults import Failures, Waiting, describe
+from a2c_ppo_acktr.sampling.reaper import descendants
 from a2c_ppo_acktr.storage import RolloutStorage
+
+POLL_S = 1.0  # s between looks at the rollouts not back yet (a hung env's warning)
 
 
 class WorkerGroup:
@@ -54,9 +57,10 @@ class WorkerGroup:
         make_env(env.env_name, 0, 0, None, False)
         if env.env_kwargs:
             check_env_kwargs(env.env_name, env.kwargs)
-        ray, self.own_ray = start_ray(sampling.num_workers, sampling.ray_address,
-                                      local_modules(env.env_name))
+        ray, self.own_ray, self.reaper = start_ray(sampling.num_workers, sampling.ray_address,
+                                                   local_modules(env.env_name))
         self.ray = ray
+        self.failures = Failures()  # what a failed worker's next failure is measured against
         # Absolute: workers on other nodes run in the directory Ray unpacked the repository to.
         self.cfg, self.log_dir, self.eval_dir = cfg, os.path.abspath(log_dir), os.path.abspath(eval_dir)
         self.num_workers, self.P = sampling.num_workers, env.num_processes
@@ -93,6 +97,8 @@ class WorkerGroup:
                 fresh, [normalizer_delta(fresh, i["obs_rms"]) for i in info]))
         self._benchmarks = [b for i in info for b in i["benchmarks"]]
         self.pids = ray.get([w.pid.remote() for w in self.workers])
+        if self.reaper is not None:  # the local Ray's processes, started by now, end with this one
+            self.reaper.watch(descendants(os.getpid()))
         self._in_flight: dict[int, Any] = {}  # async mode: worker index -> ObjectRef of its next rollout
         self.log_event(f"{self.num_workers} Ray rollout workers x {self.P} envs (pids "
                        f"{', '.join(map(str, self.pids))}); this node's Ray address "
@@ -190,8 +196,12 @@ class WorkerGroup:
         ray = self.ray
         results, failures = [None] * self.num_workers, [0] * self.num_workers
         pending = {ref: w for w, ref in refs.items()}
+        waiting = Waiting(self.cfg.env.env_name, self.P, self.cfg.env.env_timeout)
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
+            if not ready:  # a hung env is said after 60 s, as in-process
+                waiting.check(pending.values())
+                continue
             w = pending.pop(ready[0])
             try:
                 results[w] = ray.get(ready[0])
@@ -204,11 +214,11 @@ class WorkerGroup:
 
     def _restart(self, w, error, attempt):
         ray = self.ray
-        what = str(error).strip().splitlines()
-        what = f"{type(error).__name__}: {what[-1] if what else ''}"[:300]
-        if attempt > MAX_FAILURES:
-            self.log_event(f"worker {w} failed {attempt} times in a row ({what}); giving up")
-            raise RuntimeError(f"Ray rollout worker {w} failed {attempt} times in a row: {what}")
+        what = describe(error)
+        stop = self.failures.verdict(w, error, attempt, self.version)
+        if stop is not None:
+            self.log_event(f"worker {w} failed ({what}); stopping the run: {stop}", echo=False)
+            raise stop
         if isinstance(error, ray.exceptions.RayTaskError):
             # A worker that raised is still alive with broken envs: a fresh process is simplest.
             # Not ray.kill(no_restart=False): it returns before the process is gone, so the
@@ -271,6 +281,8 @@ class WorkerGroup:
         self.events.close()
         if self.own_ray:
             self.ray.shutdown()
+        if self.reaper is not None:
+            self.reaper.close()
 
 
 class RayCollector(Collector):

@@ -307,7 +307,7 @@ def test_restart_starts_envs_in_the_process_that_lives_on(tmp_path, how):
         error = ray.exceptions.ActorUnavailableError("The actor is temporarily unavailable", None)
     group = worker_group.WorkerGroup.__new__(worker_group.WorkerGroup)
     group.ray, group.workers, group.pids, group.seed_base = FakeRay, [actor], [100], 0
-    group.log_dir, group.version = str(tmp_path), 1
+    group.log_dir, group.version, group.failures = str(tmp_path), 1, worker_group.Failures()
     group.events = open(tmp_path / "workers.log", "w")
     group._restart(0, error, attempt=1)
     group.events.close()
