@@ -26,11 +26,11 @@ import torch.distributed as dist
 from torch.autograd import Variable
 
 from a2c_ppo_acktr.envs import get_vec_normalize, merge_normalizer, normalizer_delta
+from a2c_ppo_acktr.envs.processes import die_with_parent
 from a2c_ppo_acktr.errors import RankError
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.storage import RolloutStorage
-from a2c_ppo_acktr.utils import die_with_parent
 
 KEYS = "a2c_ppo_acktr/"  # this module's keys in the process group's store
 LOST_S = 3.0  # s to find which rank broke a collective, before saying only that one did
