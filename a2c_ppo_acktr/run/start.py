@@ -3,7 +3,7 @@ checks what is on disk, builds the run (directories, envs, policy, agent, reward
 collector, its logs), restored on --resume, and closes it at the end; it holds the run's lock and
 the Ctrl-C / SIGTERM / SIGHUP handling meanwhile.
 
-Its one-line errors: bad input found while building exits 2 (``arguments.fail``), nothing left on
+Its one-line errors: bad input found while building exits 2 (``errors.fail``), nothing left on
 disk; a signal while building undoes what was built; a failure mid-run (a log that cannot be
 written, memory running out) stops the run, keeping its last checkpoint. Each of these, and a
 resumed run with nothing left to train, ends ``open_run`` with ``RunEnded`` and its exit status.

@@ -2,7 +2,7 @@
 import episodes
 import pytest
 
-from tests.scripts.test_plot import write_monitor
+from tests.analysis.test_episodes import write_monitor
 
 
 def run(d, rows, name="0.monitor.csv"):
