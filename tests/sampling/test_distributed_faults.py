@@ -158,6 +158,23 @@ def test_one_ranks_env_raising_stops_every_rank_at_once_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_non_finite_loss_on_one_rank_stops_every_rank(tmp_path):
+    """Rank 1's env returns an infinite reward: its loss alone is not finite. It stopped alone
+    before, and the ranks hung."""
+    proc = torchrun(tmp_path, ARGV + ["--env-name", "tests.fault_envs:NanReward-v0",
+                                      "--env-kwargs", "at=20", "only=3"])
+    try:
+        assert proc.wait(timeout=240) == 1
+    finally:
+        proc.kill()
+    lines, err = ours(tmp_path)
+    assert re.fullmatch(r"main\.py: error: rank 1 at [\d,]+ steps: non-finite loss at update \d+ "
+                        r"\(value_loss \S+, .*\); stopped, keeping the last saved checkpoint .*",
+                        lines[-1]), err
+    assert len([line for line in lines if ": error: " in line]) == 1, err
+
+
+@pytest.mark.slow
 def test_a_killed_rank_gives_one_line_on_the_others(tmp_path):
     proc = torchrun(tmp_path, ARGV + ["--env-name", "CartPole-v1"])
     try:
