@@ -68,7 +68,11 @@ def test_a_broken_collective_names_a_rank_whose_process_ended(monkeypatch):
     with pytest.raises(RankError) as e:
         ddp._together(broken)
     assert str(e.value) == f"rank 2 (pid {gone}) ended without saying why (killed, or its process crashed)"
-    assert ddp.failed  # no barrier at close
+    assert ddp.failed and not ddp.speaks  # no barrier at close; the lead says why
+    store.values[ddp_module.KEYS + "pid/0"] = f"{socket.gethostname()} {gone}"
+    with pytest.raises(RankError, match=r"^rank 0 \(pid \d+\), rank 2 \(pid \d+\) ended without"):
+        ddp._together(broken)
+    assert ddp.speaks  # the lead is gone: rank 1 says why
     store.values.clear()  # nothing known: the collective's own error
     with pytest.raises(RankError, match="^the ranks lost touch: RuntimeError: .*Connection reset"):
         ddp._together(broken)
@@ -175,20 +179,25 @@ def test_a_non_finite_loss_on_one_rank_stops_every_rank(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_killed_rank_gives_one_line_on_the_others(tmp_path):
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_killed_rank_gives_one_line_on_the_others(tmp_path, victim):
+    """Rank 0 says why; if it is the one killed, rank 1 does. Before: gloo's error in two
+    tracebacks of each rank left."""
     proc = torchrun(tmp_path, ARGV + ["--env-name", "CartPole-v1"])
     try:
         wait_for(lambda: rows(tmp_path, "CartPole-v1") >= 3)
-        killed = ranks(proc)[1]
+        killed = ranks(proc)[victim]
         os.kill(killed, signal.SIGKILL)
         proc.wait(timeout=60)
     finally:
         proc.kill()
     lines, err = ours(tmp_path)
-    assert lines == [f"main.py: error: rank 1 (pid {killed}) ended without saying why (killed, or "
-                     "its process crashed); stopped, keeping the last saved checkpoint "
-                     f"{tmp_path}/models/a2c/CartPole-v1_seed1.pt (32 steps): --resume continues "
-                     "it, --overwrite starts the run again"], err
+    said = (f"main.py: error: rank {victim} (pid {killed}) ended without saying why (killed, or "
+            "its process crashed); stopped")
+    assert lines == [said + (
+        f", keeping the last saved checkpoint {tmp_path}/models/a2c/CartPole-v1_seed1.pt (32 "
+        "steps): --resume continues it, --overwrite starts the run again" if victim else
+        " (the checkpoint is rank 0's last save, if any)")], err
 
 
 @pytest.mark.slow
