@@ -105,6 +105,9 @@ def open_run(cfg: Config) -> Iterator[Run]:
             if run.lead:
                 print(f"{program()}: error: {what}; stopped, "
                       f"{left_behind(run.paths, run.saved_steps)}", file=sys.stderr)
+            elif run.ddp and run.ddp.speaks:  # rank 0, which saves, is gone: this rank says why
+                print(f"{program()}: error: {what}; stopped (the checkpoint is rank 0's last "
+                      "save, if any)", file=sys.stderr)
             raise RunEnded(1) from None
         finally:
             run.close()

@@ -60,6 +60,7 @@ class DDP:
         self._norm_base: dict | None = None
         self._pending = None
         self.failed = False  # this rank stopped on a failure, or saw another's: no barrier at close
+        self.speaks = self.is_lead  # says why the ranks stop: the lead, or the next if it is gone
         self.store = dist.distributed_c10d._get_default_store()
         self.store.set(f"{KEYS}pid/{self.rank}", f"{socket.gethostname()} {os.getpid()}")
 
@@ -104,11 +105,13 @@ class DDP:
             told = [line for line in (self._read(f"failed/{r}") for r in others) if line]
             if told:
                 return RankError(told[0])
-            gone = [f"rank {r} (pid {where.split()[1]})" for r in others
-                    if (where := self._read(f"pid/{r}")) and _ended(where)]
+            gone = {r: where.split()[1] for r in others
+                    if (where := self._read(f"pid/{r}")) and _ended(where)}
             if gone:
-                return RankError(f"{', '.join(gone)} ended without saying why (killed, or its "
-                                 "process crashed)")
+                # the lead gone, the next rank says why (open_run)
+                self.speaks = all(r in gone for r in range(self.rank))
+                return RankError(", ".join(f"rank {r} (pid {pid})" for r, pid in gone.items())
+                                 + " ended without saying why (killed, or its process crashed)")
             if time.monotonic() > deadline:
                 break
             time.sleep(0.1)

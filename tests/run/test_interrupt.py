@@ -94,6 +94,32 @@ def test_the_same_signal_again_at_once_is_the_same_request(monkeypatch):
     assert exc.value.code == 128 + signal.SIGTERM
 
 
+def test_a_second_signal_keeps_its_status_where_a_library_changed_its_exit():
+    """Ray's waits turn the SystemExit of a second Ctrl-C into SystemExit(1): the run still
+    exits 130 (issue #85)."""
+    with pytest.raises(SystemExit) as exc:
+        with StopRequest():
+            os.kill(os.getpid(), signal.SIGINT)
+            try:  # in ray.wait
+                os.kill(os.getpid(), signal.SIGTERM)
+            except SystemExit:
+                raise SystemExit(1) from None  # what ray._raylet makes of it
+    assert exc.value.code == 128 + signal.SIGTERM
+
+
+def test_a_handler_set_inside_is_not_put_back_over():
+    """A torchrun rank that stops on a failure ignores torchrun's SIGTERM from then on
+    (sampling/ddp.py): leaving the StopRequest keeps it ignored."""
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with StopRequest():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # the others put back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 CHILD = """import pathlib, signal, sys, time
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
 pathlib.Path(sys.argv[1]).touch()

@@ -81,13 +81,15 @@ def test_a_stop_voted_by_another_rank_saves_and_stops_every_rank(tmp_path, capsy
 
 
 def test_a_non_finite_loss_stops_before_saving_logging_or_voting(tmp_path, capsys):
-    ddp = types.SimpleNamespace(any=lambda flag: (_ for _ in ()).throw(AssertionError("voted")))
+    told = []  # under torchrun the other ranks are told (DDP.stopping), not asked to vote
+    ddp = types.SimpleNamespace(any=lambda flag: (_ for _ in ()).throw(AssertionError("voted")),
+                                stopping=lambda line, steps: told.append(line) or f"rank 0: {line}")
     run, states, logger = make_run(tmp_path, ddp=ddp)
     stats = {"value_loss": math.nan, "action_loss": 0.0, "entropy": 0.5, "gail_loss": 0.1}
     assert run.after_update(0, stats) == 1
-    assert states == [] and logger.rows == []
+    assert states == [] and logger.rows == [] and len(told) == 1
     assert capsys.readouterr().err == (
-        f"{program()}: error: non-finite loss at update 0 (value_loss nan, action_loss 0.0, "
+        f"{program()}: error: rank 0: non-finite loss at update 0 (value_loss nan, action_loss 0.0, "
         "entropy 0.5, gail_loss 0.1); stopped, nothing saved yet, so the run's files are "
         "removed: it can start again\n")
     run, _, _ = make_run(tmp_path)
