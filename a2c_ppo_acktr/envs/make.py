@@ -18,9 +18,6 @@ from a2c_ppo_acktr.errors import ConfigError
 
 VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native", "envpool")
 _announced: set[tuple[str, str]] = set()
-# On 2 CPUs, ``shmem``'s two workers step this many envs or more faster than ``dummy``'s one
-# process (64 measured faster, 8 slower: docs/benchmarks.md).
-SHMEM_ON_TWO_CPUS = 32
 
 
 def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None,
@@ -31,14 +28,11 @@ def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None,
     if ale_can and is_atari(spec) and ale_vector_available():
         # Two halves overlap the policy's forward with ALE's stepping; that needs a second CPU.
         return "ale-pipelined" if num_envs % 2 == 0 and num_cpus() > 1 else "ale"
-    # Subprocesses pay off where envs far costlier than a pipe round trip (Atari, MuJoCo; not
-    # classic control / toy text) step on 3+ CPUs, or on 2 in batches of SHMEM_ON_TWO_CPUS+ envs
-    # (the tuned MuJoCo recipes' 64): docs/benchmarks.md, "What --vec-env auto picks".
+    # Subprocesses only pay off when 3+ CPUs step envs far costlier than a pipe round trip:
+    # Atari, MuJoCo, not classic control / toy text (docs/benchmarks.md, "Measured code choices").
     cheap = str(spec.entry_point).startswith(("gymnasium.envs.classic_control",
                                               "gymnasium.envs.toy_text"))
-    cpus = num_cpus()
-    many = cpus > 2 or (cpus == 2 and num_envs >= SHMEM_ON_TWO_CPUS)
-    return "shmem" if num_envs > 1 and not cheap and many else "dummy"
+    return "shmem" if num_envs > 1 and not cheap and num_cpus() > 2 else "dummy"
 
 
 def _announce(env_name: str, kind: str, why: str = "") -> None:

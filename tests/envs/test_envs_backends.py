@@ -431,13 +431,3 @@ def test_uploads_pin_only_for_cuda(monkeypatch):
     assert calls == [("meta", False)]
     to_device(array, torch.device("cuda"))
     assert calls[1:] == ["pin", ("cuda", True)]
-
-
-@pytest.mark.parametrize("cpus,num_envs,env_id,kind", [
-    (1, 64, "Hopper-v5", "dummy"), (2, 8, "Hopper-v5", "dummy"), (2, 31, "Hopper-v5", "dummy"),
-    (2, 32, "Hopper-v5", "shmem"), (2, 64, "Humanoid-v5", "shmem"), (4, 8, "Hopper-v5", "shmem"),
-    (2, 64, "CartPole-v1", "dummy"), (4, 8, "CartPole-v1", "dummy"), (4, 1, "Hopper-v5", "dummy")])
-def test_auto_steps_costly_envs_in_workers_on_3_cpus_or_on_2_with_many_envs(
-        monkeypatch, cpus, num_envs, env_id, kind):
-    monkeypatch.setattr(make_module, "num_cpus", lambda: cpus)
-    assert make_module._auto_vec_env(env_ids.env_spec(env_id), num_envs, None) == kind
