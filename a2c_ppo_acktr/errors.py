@@ -55,6 +55,11 @@ class EnvError(Error, RuntimeError):
         return type(self), (str(self), self.details)
 
 
+def first_line(error: object) -> str:
+    """The first line of ``error``'s message ("" for none): what a one-line error quotes of it."""
+    return (str(error).strip().splitlines() or [""])[0]
+
+
 def print_details(error: BaseException) -> None:
     """The failing env's own traceback (``EnvError.details``) on stderr, if it has one."""
     details = getattr(error, "details", "")

@@ -14,7 +14,7 @@ import numpy as np
 
 from a2c_ppo_acktr.envs.vec_env import StepResult, space_shape
 from a2c_ppo_acktr.envs.watch import Calling, frame_of
-from a2c_ppo_acktr.errors import EnvError, Error
+from a2c_ppo_acktr.errors import EnvError, Error, first_line
 
 
 def _env_name(env: gym.Env) -> str:
@@ -41,7 +41,7 @@ def env_failure(env: gym.Env, index: int, method: str, error: Exception) -> EnvE
     tb = error.__traceback__
     inner = tb.tb_next if tb is not None else None  # below the frame that called the env
     details = "".join(traceback.format_exception(type(error), error, inner)) if inner else ""
-    first = (str(error).strip().splitlines() or [""])[0]
+    first = first_line(error)
     return EnvError(f"env {index} ({_env_name(env)}) failed in {method}: {type(error).__name__}"
                     f"{': ' + first if first else ''}{_hint(error)}"
                     + (" (its traceback above)" if details else ""), details)
@@ -164,7 +164,7 @@ def build_envs(env_fns: Sequence[Callable[[], gym.Env]], first_index: int = 0) -
         except Exception as e:
             tb = e.__traceback__
             details = "".join(traceback.format_exception(type(e), e, tb.tb_next if tb else None))
-            first = (str(e).strip().splitlines() or [""])[0]
+            first = first_line(e)
             for env in envs:
                 env.close()
             name = getattr(fn, "env_id", None)

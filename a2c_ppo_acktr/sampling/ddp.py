@@ -27,7 +27,7 @@ from torch.autograd import Variable
 
 from a2c_ppo_acktr.envs import get_vec_normalize, merge_normalizer, normalizer_delta
 from a2c_ppo_acktr.envs.processes import die_with_parent
-from a2c_ppo_acktr.errors import RankError
+from a2c_ppo_acktr.errors import RankError, first_line
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -115,7 +115,7 @@ class DDP:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        cause = (str(error).strip().splitlines() or [""])[0][:300]
+        cause = first_line(error)[:300]
         return RankError(f"the ranks lost touch: {type(error).__name__}: {cause}")
 
     def _read(self, key: str) -> Optional[str]:
@@ -137,7 +137,7 @@ class DDP:
         _ignore_sigterm()
         if isinstance(error, RankError):  # told by the rank that failed
             return line
-        what = line or (f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+        what = line or (f"{type(error).__name__}: {first_line(error)}"
                         f" (traced back by rank {self.rank})")
         told = f"rank {self.rank} at {env_steps:,} steps: {what}"
         try:

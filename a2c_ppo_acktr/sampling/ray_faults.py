@@ -20,7 +20,7 @@ from collections import deque
 from typing import Any, Optional
 
 from a2c_ppo_acktr.envs import watch
-from a2c_ppo_acktr.errors import EnvError
+from a2c_ppo_acktr.errors import EnvError, first_line
 
 MAX_FAILURES = 3  # restarts of one worker for one update
 REPEATS, WINDOW = 3, 100  # the same failure this many times within this many updates stops
@@ -32,8 +32,7 @@ def describe(error: BaseException) -> str:
     the exception; for a process that died, Ray's last line about it."""
     cause = getattr(error, "cause", None)
     if isinstance(cause, BaseException):
-        lines = str(cause).strip().splitlines()
-        line = (lines[0] if lines else "").removesuffix(ABOVE)  # the traceback is the worker's
+        line = first_line(cause).removesuffix(ABOVE)  # the traceback is the worker's
         return (line if isinstance(cause, EnvError) else f"{type(cause).__name__}: {line}")[:300]
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
