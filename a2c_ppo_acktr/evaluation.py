@@ -110,14 +110,20 @@ FINAL_EVAL_SEED = 10_000  # its envs' seeds start here, above the training and e
 def final_evaluation(actor_critic: Policy, obs_rms: dict | None, env_steps: int,
                      num_episodes: int, log_dir: str, env_name: str, seed: int,
                      device: torch.device | str, **options: Any) -> dict:
-    """The run's final evaluation, as the zoo reports one: ``evaluate``'s deterministic episodes
-    on envs seeded from ``seed + FINAL_EVAL_SEED``, written to ``<log_dir>/final_eval.json``
-    atomically and returned (their monitor files are not kept). ``options``: ``make_vec_envs``'s
-    keywords of the run's envs."""
-    with tempfile.TemporaryDirectory() as monitors:
-        returns = evaluate(actor_critic, obs_rms, env_name, seed + FINAL_EVAL_SEED, 0, monitors,
-                           device, num_episodes, **options)
+    """The run's final evaluation, as the zoo reports one: ``final_returns``, written to
+    ``<log_dir>/final_eval.json`` atomically and returned."""
+    returns = final_returns(actor_critic, obs_rms, num_episodes, env_name, seed, device, **options)
     return write_final_eval(log_dir, env_steps, returns, seed + FINAL_EVAL_SEED)
+
+
+def final_returns(actor_critic: Policy, obs_rms: dict | None, num_episodes: int, env_name: str,
+                  seed: int, device: torch.device | str, **options: Any) -> list[float]:
+    """The final evaluation's episodes: ``evaluate``'s deterministic ones on envs seeded from
+    ``seed + FINAL_EVAL_SEED`` (their monitor files are not kept). ``options``:
+    ``make_vec_envs``'s keywords of the run's envs."""
+    with tempfile.TemporaryDirectory() as monitors:
+        return evaluate(actor_critic, obs_rms, env_name, seed + FINAL_EVAL_SEED, 0, monitors,
+                        device, num_episodes, **options)
 
 
 def write_final_eval(log_dir: str, env_steps: int, returns: list[float], first_seed: int) -> dict:

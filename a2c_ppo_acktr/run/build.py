@@ -262,11 +262,16 @@ def build_evaluations(cfg: Config, paths: RunPaths, collector: Collector,
 
 def build_final_evaluation(cfg: Config, paths: RunPaths, collector: Collector,
                            device: torch.device) -> Optional[Callable[[Policy, int], dict]]:
-    """``--final-eval-episodes``' evaluation at the run's end, in this process with the
-    statistics of the rollout last collected: (policy, env steps) -> its result; None when 0."""
+    """``--final-eval-episodes``' evaluation at the run's end, with the statistics of the rollout
+    last collected, where ``--eval-interval``'s run: (policy, env steps) -> its result; None
+    when 0."""
     episodes = cfg.run.final_eval_episodes
     if not episodes:
         return None
+    if isinstance(collector.envs, WorkerGroup):
+        workers = collector.envs
+        return lambda policy, env_steps: workers.final_evaluation(policy, env_steps, episodes,
+                                                                  paths.log_dir)
 
     def final(policy: Policy, env_steps: int) -> dict:
         return final_evaluation(policy, collector.obs_rms, env_steps, episodes, paths.log_dir,

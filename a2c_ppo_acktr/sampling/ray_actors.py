@@ -27,7 +27,7 @@ from a2c_ppo_acktr.config import WorkerConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, frame_channels, get_vec_normalize, make_vec_envs, normalizer_delta
 from a2c_ppo_acktr.envs.processes import signals_stay_here
 from a2c_ppo_acktr.envs.vec_env import space_shape
-from a2c_ppo_acktr.evaluation import evaluate, evaluation_row
+from a2c_ppo_acktr.evaluation import evaluate, evaluation_row, final_returns
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.sampling.reaper import Reaper
@@ -235,3 +235,10 @@ class Evaluator:
                            self.env.num_processes, self.eval_log_dir, "cpu",
                            **self.env.options)
         return evaluation_row(update, env_steps, returns)
+
+    def final(self, snapshot: dict[str, Any], episodes: int) -> list[float]:
+        """The run's final evaluation's returns (``final_returns``), here where the workers'
+        envs can be made; the learner writes them down."""
+        self.policy.load_state_dict(snapshot["weights"])
+        return final_returns(self.policy, snapshot["obs_rms"], episodes, self.env.env_name,
+                             self.env.seed, "cpu", **self.env.options)

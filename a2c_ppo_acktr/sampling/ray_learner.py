@@ -21,6 +21,7 @@ from a2c_ppo_acktr.envs import (
     merge_normalizer,
     normalizer_delta,
 )
+from a2c_ppo_acktr.evaluation import FINAL_EVAL_SEED, write_final_eval
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.sampling.ray_actors import (
@@ -253,12 +254,8 @@ class WorkerGroup:
         the result rows finished by now (``wait``: all of them), oldest first."""
         ray = self.ray
         if actor_critic is not None:
-            if self.evaluator is None:
-                # num_cpus=0: it runs now and then, beside the workers, wherever Ray puts it.
-                self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(Evaluator).remote(
-                    self.cfg, self.observation_space, self.action_space, self.eval_dir)
             self._evaluations.append(
-                self.evaluator.evaluate.remote(self.snapshot(actor_critic), update, env_steps))
+                self._evaluator().evaluate.remote(self.snapshot(actor_critic), update, env_steps))
         rows = []
         while self._evaluations:
             ready, _ = ray.wait(self._evaluations[:1], timeout=None if wait else 0)
@@ -270,6 +267,22 @@ class WorkerGroup:
             except ray.exceptions.RayError as e:
                 self.log_event(f"evaluation failed ({type(e).__name__}); skipped")
         return rows
+
+    def final_evaluation(self, actor_critic: Policy, env_steps: int, episodes: int,
+                         log_dir: str) -> dict:
+        """``evaluation.final_evaluation`` played in the Evaluator actor, where the workers'
+        envs can be made (a real-time env's machine), written to ``log_dir`` here."""
+        returns = self.ray.get(self._evaluator().final.remote(self.snapshot(actor_critic),
+                                                              episodes))
+        return write_final_eval(log_dir, env_steps, returns, self.cfg.env.seed + FINAL_EVAL_SEED)
+
+    def _evaluator(self) -> Any:
+        """The Evaluator actor, started by the first evaluation."""
+        if self.evaluator is None:
+            # num_cpus=0: it runs now and then, beside the workers, wherever Ray puts it.
+            self.evaluator = self.ray.remote(num_cpus=0, max_restarts=-1)(Evaluator).remote(
+                self.cfg, self.observation_space, self.action_space, self.eval_dir)
+        return self.evaluator
 
     def close(self) -> None:
         if self._updates_timed:

@@ -1,6 +1,7 @@
 """Ray rollout workers (a2c_ppo_acktr/sampling/ray_actors.py) driven through main.py, on one Ray session."""
 import csv
 import importlib
+import json
 import os
 import pathlib
 import re
@@ -19,6 +20,9 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # as workers.im
 ray = pytest.importorskip("ray")
 
 import main  # noqa: E402
+from a2c_ppo_acktr.evaluation import FINAL_EVAL_FILE, final_returns  # noqa: E402
+from a2c_ppo_acktr.model import make_policy  # noqa: E402
+from a2c_ppo_acktr.run import build  # noqa: E402
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_actors as workers  # noqa: E402
 from a2c_ppo_acktr.sampling import ray_learner as worker_group  # noqa: E402
@@ -142,6 +146,24 @@ def test_two_recurrent_ppo_workers_fill_one_storage(tmp_path):
 
 
 @pytest.mark.slow
+def test_final_evaluation_plays_in_the_evaluator_actor(tmp_path, monkeypatch):
+    """With workers, --final-eval-episodes plays where they run (the Evaluator actor), not in
+    this process; its returns are those of the final policy and statistics played here."""
+    def in_this_process(*args, **kwargs):
+        raise AssertionError("the final evaluation played in the learner's process")
+    monkeypatch.setattr(build, "final_evaluation", in_this_process)
+    argv = TINY + ["--algo", "a2c", "--num-env-steps", "96", "--num-workers", "1",
+                   "--final-eval-episodes", "3"]
+    log_dir, ckpt = run(tmp_path, argv, "final")
+    with open(log_dir / FINAL_EVAL_FILE) as f:
+        result = json.load(f)
+    assert result["timesteps"] == 96 and result["episodes"] == 3
+    policy = make_policy((4,), gym.spaces.Discrete(2), {})
+    policy.load_state_dict(ckpt["actor_critic"])
+    assert result["returns"] == final_returns(policy, ckpt["obs_rms"], 3, "CartPole-v1", 1, "cpu")
+
+
+@pytest.mark.slow
 def test_local_run_resumes_on_workers(tmp_path):
     """Checkpoints are the same with and without workers: a local run goes on with --resume on
     2 workers, its step count, progress log and monitor files continued."""
@@ -236,10 +258,8 @@ def test_sigterm_to_the_process_group_saves_and_stops_ray(tmp_path):
 @pytest.mark.slow
 def test_worker_whose_env_crashes_is_restarted(tmp_path, capsys):
     env_id = "CrashingCartPole-v0"
-    # --final-eval-episodes 0: the final evaluation plays in this process, where the crashing
-    # env has no CRASH_MARKER (only the workers' runtime env sets it)
     argv = TINY + ["--algo", "a2c", "--num-env-steps", "96", "--num-workers", "1",
-                   "--env-name", env_id, "--final-eval-episodes", "0"]
+                   "--env-name", env_id]
     argv += ["--log-dir", str(tmp_path / "logs"), "--save-dir", str(tmp_path / "m")]
     assert main.main(argv) == 0
     log = (files(argv)[0] / "workers.log").read_text()
