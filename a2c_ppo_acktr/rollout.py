@@ -31,16 +31,12 @@ def episode_masks(terminated: np.ndarray, truncated: np.ndarray,
     ``masks`` are 0 where the episode ended (either way), ``bad_masks`` 0 where a time limit cut
     it; ``truncated`` excludes episodes that terminated on their last allowed step (those ended
     by the task, not the clock). Done in numpy (on N flags each torch op would cost more than the
-    whole of this), and both masks cross to a GPU in one copy.
+    whole of this), and both masks cross to ``device`` in one copy.
     """
     terminated, truncated = np.asarray(terminated), np.asarray(truncated)
     truncated = truncated & ~terminated
-    device = torch.device(device)
-    if device.type == "cpu":  # no copy: the storage writes them through numpy views
-        return (torch.from_numpy((~(terminated | truncated)).astype(np.float32)[:, None]),
-                torch.from_numpy((~truncated).astype(np.float32)[:, None]), truncated)
     both = np.stack((~(terminated | truncated), ~truncated)).astype(np.float32)[:, :, None]
-    masks = to_device(both, device)  # (2, N, 1)
+    masks = to_device(both, torch.device(device))  # (2, N, 1)
     return masks[0], masks[1], truncated
 
 

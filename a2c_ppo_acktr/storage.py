@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple, Self
 
 import gymnasium as gym
-import numpy as np
 import torch
 from gymnasium import spaces
 
@@ -60,8 +59,6 @@ class RolloutStorage:
         self.bad_masks = torch.ones(T + 1, N, 1)
         self.num_steps = num_steps
         self.step = 0
-        # name -> (its tensor, a numpy view of it on the CPU, else None): ``insert``'s rows
-        self._views: dict[str, tuple[torch.Tensor, np.ndarray | None]] = {}
         # compute_returns' (use_gae, gamma, gae_lambda, use_proper_time_limits), for recompute_returns
         self.returns_settings: ReturnsConfig | None = None  # the last compute_returns'
 
@@ -73,21 +70,6 @@ class RolloutStorage:
         for name in self._fields:
             setattr(self, name, getattr(self, name).to(device))
         return self
-
-    def __getstate__(self) -> dict:  # a copy (pickle, deepcopy) makes views of its own tensors
-        return {**vars(self), "_views": {}}
-
-    def _view(self, name: str) -> tuple[torch.Tensor, np.ndarray | None]:
-        """Field ``name`` and, on the CPU, a numpy view of it: there ``insert`` writes its rows
-        through numpy, whose row write costs a fifth of a torch indexing op's dispatch, eight
-        per step (docs/benchmarks.md, "Measured code choices"). Made again when the field
-        is (``to``, or a field replaced)."""
-        tensor = getattr(self, name)
-        view = self._views.get(name)
-        if view is None or view[0] is not tensor:
-            view = self._views[name] = (tensor, tensor.numpy() if tensor.device.type == "cpu"
-                                        else None)
-        return view
 
     def insert(self, obs: torch.Tensor, recurrent_hidden_states: torch.Tensor,
                actions: torch.Tensor, action_log_probs: torch.Tensor, value_preds: torch.Tensor,
@@ -103,18 +85,16 @@ class RolloutStorage:
         collector); ``advance=False`` keeps the step for the other groups' parts.
         """
         s, c = self.step, columns
-        rows = (("obs", s + 1, obs), ("recurrent_hidden_states", s + 1, recurrent_hidden_states),
-                ("masks", s + 1, masks), ("bad_masks", s + 1, bad_masks), ("actions", s, actions),
-                ("action_log_probs", s, action_log_probs), ("value_preds", s, value_preds),
-                ("rewards", s, rewards), ("bootstrap_values", s, bootstrap_values))
-        for name, row, x in rows:
-            if x is None:  # no bootstrap values: zero, as after_update left them
-                continue
-            tensor, array = self._view(name)
-            if array is None:
-                tensor[row, c] = x
-            else:  # the same values as torch's write, cast alike
-                array[row, c] = x.numpy(force=True) if isinstance(x, torch.Tensor) else x
+        self.obs[s + 1, c] = obs
+        self.recurrent_hidden_states[s + 1, c] = recurrent_hidden_states
+        self.masks[s + 1, c] = masks
+        self.bad_masks[s + 1, c] = bad_masks
+        self.actions[s, c] = actions
+        self.action_log_probs[s, c] = action_log_probs
+        self.value_preds[s, c] = value_preds
+        self.rewards[s, c] = rewards
+        if bootstrap_values is not None:  # zero elsewhere: after_update clears the rollout's
+            self.bootstrap_values[s, c] = bootstrap_values
         if advance:
             self.step = (s + 1) % self.num_steps
 

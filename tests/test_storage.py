@@ -111,28 +111,6 @@ def test_a_copy_writes_into_its_own_tensors():
         assert c.obs[1].item() == 1 and c.rewards[0].item() == 1 and r.obs[1].item() == 0
 
 
-def test_insert_writes_what_torch_writes():
-    """On the CPU ``insert`` writes through numpy views: the same values as torch's indexed
-    writes, cast alike (float64 inputs, a tensor that requires grad, a column slice), also into
-    a field replaced after the first write."""
-    g = torch.Generator().manual_seed(0)
-    r = RolloutStorage(3, 4, (2,), spaces.Box(-1, 1, (2,), np.float32), 1)
-    ref = copy.deepcopy(r)
-    for s in range(4):
-        if s == 2:
-            r.rewards = torch.zeros_like(r.rewards)
-            ref.rewards = torch.zeros_like(ref.rewards)
-        args = [torch.randn(2, 2, dtype=torch.float64, generator=g), torch.randn(2, 1, generator=g),
-                torch.randn(2, 2, generator=g, requires_grad=True)] + \
-            [torch.randn(2, 1, generator=g, dtype=torch.float64) for _ in range(5)]
-        c = slice(0, 2) if s % 2 else slice(2, 4)
-        r.insert(*args, bootstrap_values=torch.randn(2, 1, generator=g), columns=c)
-        ref._views = {name: (getattr(ref, name), None) for name in ref._fields}  # torch's writes
-        ref.insert(*args, bootstrap_values=r.bootstrap_values[ref.step, c].clone(), columns=c)
-    for name in r._fields:
-        assert torch.equal(getattr(r, name), getattr(ref, name)), name
-
-
 @pytest.mark.parametrize("num_mini_batch", [1, 4, 6])
 def test_feed_forward_generator_visits_every_sample_once(num_mini_batch):
     r = RolloutStorage(T, N, (1,), spaces.Discrete(2), 1)
