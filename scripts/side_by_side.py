@@ -5,8 +5,8 @@ table, made from run directories.
 ``--ours DIR`` and ``--peer DIR`` are two ``--log-dir``s (``<dir>/<algo>/<env>_seed<s>/``, as
 main.py and ``scripts/peers.py`` write them); the envs and seeds both hold for ``--algo`` are
 compared. Each row is one (env, metric): each side's IQM over seeds with its 95% stratified
-bootstrap interval and P(ours > peer) with its interval (``compare.py``'s statistics,
-``a2c_ppo_acktr/analysis/metrics.py``'s metrics). A metric a side has no files for (a run without
+bootstrap interval, P(ours > peer) with its interval (``compare.py``'s statistics,
+``a2c_ppo_acktr/analysis/metrics.py``'s metrics) and both sides' scores seed by seed. A metric a side has no files for (a run without
 ``final_eval.json`` or ``eval/eval.csv``) gives "-" and a note under the table.
 
     python scripts/side_by_side.py --ours runs/ours --peer runs/zoo --algo ppo
@@ -64,7 +64,7 @@ def rows(ours: dict, peer: dict, name: str, resamples: int) -> tuple[list[str], 
                 scores = compare_py.scores_of(runs, dirs, metric)
             except LogError as e:
                 notes.append(f"{env}, {metric}: {e}")
-                lines.append(f"| {env} | {metric} | {', '.join(map(str, seeds))} | - | - | - |")
+                lines.append(f"| {env} | {metric} | {', '.join(map(str, seeds))} | - | - | - | - |")
                 continue
             (env_id, by), = scores.items()
             a, b = stats.summary([by["ours"]], resamples), stats.summary([by[name]], resamples)
@@ -72,8 +72,14 @@ def rows(ours: dict, peer: dict, name: str, resamples: int) -> tuple[list[str], 
             lines.append(f"| {env_id} | {metric} | {', '.join(map(str, seeds))} | "
                          f"{compare_py.interval(a['iqm'], a['iqm_ci'])} | "
                          f"{compare_py.interval(b['iqm'], b['iqm_ci'])} | "
-                         f"{stats.interval_text(p['p'], p['ci'], 2)} |")
+                         f"{stats.interval_text(p['p'], p['ci'], 2)} | "
+                         f"{per_seed(by['ours'])}; {per_seed(by[name])} |")
     return lines, notes
+
+
+def per_seed(scores: list[float]) -> str:
+    """A side's scores in seed order, rounded: ``2476 / 3413 / 3057``."""
+    return " / ".join(f"{x:.0f}" for x in scores)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.peer}", file=sys.stderr)
         return 2
     print(f"| env | metric | seeds | ours: IQM [95% CI] | {args.peer_name}: IQM [95% CI] | "
-          f"P(ours > {args.peer_name}) [95% CI] |")
-    print("|---|---|---|---|---|---|")
+          f"P(ours > {args.peer_name}) [95% CI] | per seed: ours; {args.peer_name} |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(lines))
     for note in notes:
         print(f"\nnote: {note}")

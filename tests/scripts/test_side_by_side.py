@@ -32,7 +32,8 @@ def test_a_row_per_env_and_metric_with_the_seeds_both_hold(tmp_path, capsys):
     last10 = table[0].split(" | ")
     assert last10[2] == "4, 5, 6" and last10[3].startswith("20.0 [") and last10[4].startswith("2.00")
     assert last10[5].startswith("1.00")  # every run of ours above every run of the zoo
-    assert table[2].endswith("| - | - | - |")  # seed 6 of the zoo has no final evaluation
+    assert last10[6] == "10 / 20 / 30; 1 / 2 / 3 |"  # per seed, in seed order
+    assert table[2].endswith("| - | - | - | - |")  # seed 6 of the zoo has no final evaluation
     assert "note: Hopper-v5, final-det:" in out and "--final-eval-episodes" in out
     assert table[3].split(" | ")[3].startswith("20.0 [")  # max-eval: the curves' last point
 
