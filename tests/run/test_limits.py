@@ -113,6 +113,15 @@ def test_a_memory_limit_below_torchs_libraries_is_one_line():
         "main.py: error: out of memory (") and "raise its limit (ulimit -v)" in proc.stderr
 
 
+@pytest.mark.slow
+def test_a_plain_run_does_not_import_opencv(tmp_path):
+    code = ("import sys, main\nmain.main(sys.argv[1:])\n"
+            "print('cv2' in sys.modules, 'stable_baselines3' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, *TINY, *dirs(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.splitlines()[-1] == "False True", proc.stderr
+
+
 def test_entry_points_refuse_where_they_cannot_write_before_any_work(tmp_path, capsys):
     a_file = tmp_path / "a_file"
     a_file.write_text("")
