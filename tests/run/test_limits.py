@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import plot
 import pytest
+import stable_baselines3.common.monitor as sb3_monitor
 
 import main
 from a2c_ppo_acktr.algo import A2C_ACKTR
@@ -111,6 +112,22 @@ def test_a_memory_limit_below_torchs_libraries_is_one_line():
     assert proc.returncode == 1
     assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(
         "main.py: error: out of memory (") and "raise its limit (ulimit -v)" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kib", [900_000, 1_000_000])
+def test_a_memory_limit_near_the_imports_needs_is_one_line_before_them(tmp_path, kib):
+    """Issue #85: from about 0.9 to 1.0 GB OpenCV's import crashed (SIGSEGV, exit 139, no line);
+    near it CPython's imports failed with a SystemError traceback, or a thread could not start."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (kib << 10, resource.RLIM_INFINITY))
+    proc = subprocess.run([sys.executable, "main.py", *TINY, *dirs(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert proc.returncode == 1 and proc.stderr == (
+        f"main.py: error: out of memory (ulimit -v is {kib:,} KiB, below the 1,048,576 KiB that "
+        "torch and the envs' libraries take); this process may not use what it needs: raise its "
+        "limit (ulimit -v)\n")
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.slow
