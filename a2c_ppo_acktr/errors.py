@@ -111,3 +111,17 @@ def failure_line(error: BaseException) -> str | None:
     if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
         return f"{error.filename}: {error.strerror}" if error.filename else str(error)
     return None
+
+
+def machine_failure(error: BaseException) -> str | None:
+    """One line for an env's failure that is the machine's, not the env's code: a full disk, too
+    many open files (``failure_line``), memory; None for any other, whose traceback is shown."""
+    if isinstance(error, Error):
+        return None
+    if (line := failure_line(error)) is not None:
+        return line
+    first = first_line(error)
+    if isinstance(error, MemoryError) or "allocate memory" in first:  # e.g. mujoco's FatalError
+        return (f"{type(error).__name__}: {first or 'no memory'} (this machine's memory, or "
+                "ulimit -v)")
+    return None

@@ -139,6 +139,23 @@ def test_a_plain_run_does_not_import_opencv(tmp_path):
     assert proc.stdout.splitlines()[-1] == "False True", proc.stderr
 
 
+def full_monitor_files(monkeypatch):
+    """Every file SB3's monitor opens is /dev/full: its first flush raises ENOSPC."""
+    def full(path, *args, **kwargs):
+        return open("/dev/full", *args, **kwargs)
+    monkeypatch.setattr(sb3_monitor, "open", full, raising=False)
+
+
+@pytest.mark.parametrize("vec_env", ["dummy", "native"])
+def test_a_full_disk_as_the_envs_are_built_is_one_line(tmp_path, capsys, monkeypatch, vec_env):
+    """Issue #85: the monitor file that a full disk refused was the env's traceback, then the
+    line; an env's own failure to build keeps its traceback (test_env_faults.py)."""
+    full_monitor_files(monkeypatch)
+    argv = TINY[:-3] + [vec_env, "--num-env-steps", "64"] + dirs(tmp_path)
+    one_line(capsys, lambda: main.main(argv), 2, "No space left on device")
+    assert os.listdir(tmp_path) == []
+
+
 def test_entry_points_refuse_where_they_cannot_write_before_any_work(tmp_path, capsys):
     a_file = tmp_path / "a_file"
     a_file.write_text("")
