@@ -1,5 +1,6 @@
 """errors.py: which failures become one line, and what that line says."""
 import errno
+import resource
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from a2c_ppo_acktr.errors import (
     allocation_failure,
     failure_line,
     machine_failure,
+    memory_limit,
 )
 
 
@@ -47,3 +49,15 @@ def test_an_envs_failure_that_is_the_machines_is_one_line_and_a_bug_is_not():
         "MemoryError: no memory (this machine's memory, or ulimit -v)")
     assert machine_failure(RuntimeError("simulated failure in step")) is None
     assert machine_failure(ConfigError("x")) is None  # said as it is, by the caller
+
+
+def test_a_small_allocation_under_a_memory_limit_names_the_limit(monkeypatch):
+    """Issue #85: Atari's first rollout storage under ulimit -v 1,100,000 said it could not
+    allocate "0.0 GB", larger than "this machine's memory"."""
+    small = RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                         "28224000 bytes. Error code 12 (Cannot allocate memory)")
+    assert allocation_failure(small) == "28.2 MB"
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1_100_000 << 10, resource.RLIM_INFINITY))
+    assert memory_limit() == "this machine's memory or the 1,100,000 KiB that ulimit -v allows"
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY,) * 2)
+    assert memory_limit() == "this machine's memory"
