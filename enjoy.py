@@ -30,9 +30,9 @@ import signal
 import gymnasium as gym
 import numpy as np
 import torch
-from stable_baselines3.common.monitor import Monitor
 
 from a2c_ppo_acktr.deploy.playback import add_checkpoint_args, load, play_envs
+from a2c_ppo_acktr.envs.sb3 import Monitor
 from a2c_ppo_acktr.envs.single import render_offscreen
 from a2c_ppo_acktr.errors import Error, fail
 from a2c_ppo_acktr.evaluation import run_episodes

@@ -26,6 +26,15 @@ if __name__ == "__main__":  # first, before any import of the package (gymnasium
         else:
             default(kind, error, tb)
     sys.excepthook = out_of_memory
+    import resource
+    # Near the imports' own needs, a native library's unchecked allocation crashes the process
+    # (SIGSEGV) or CPython fails without an exception: refused before, as below them.
+    limit, needs = resource.getrlimit(resource.RLIMIT_AS)[0], 1 << 30
+    if limit != resource.RLIM_INFINITY and limit < needs:
+        print(f"main.py: error: out of memory (ulimit -v is {limit >> 10:,} KiB, below the "
+              f"{needs >> 10:,} KiB that torch and the envs' libraries take); this process may "
+              "not use what it needs: raise its limit (ulimit -v)", file=sys.stderr)
+        sys.exit(1)
     from a2c_ppo_acktr.run import process
     process.importing()  # from here a signal ends the process in one line
 

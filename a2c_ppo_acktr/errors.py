@@ -89,9 +89,20 @@ def allocation_failure(error: BaseException) -> str | None:
     found = re.search(r"[Tt]ried to allocate (\d+) bytes", text)
     if found:
         gb = int(found.group(1)) / 1e9
+        if gb < 0.1:  # a small allocation under a tight ulimit -v: not "0.0 GB"
+            return f"{gb * 1e3:.1f} MB"
         return f"{gb:,.0f} GB" if gb >= 10 else f"{gb:.1f} GB"
     found = re.search(r"[Tt]ried to allocate ([\d.]+ \w+)", text)
     return found.group(1) if found else "memory"
+
+
+def memory_limit() -> str:
+    """Where memory ran out: the machine's, or the address space ``ulimit -v`` allows."""
+    import resource
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return "this machine's memory"
+    return f"this machine's memory or the {limit >> 10:,} KiB that ulimit -v allows"
 
 
 # What a full or failing disk raises: the user frees space; not a bug to trace back.
@@ -110,4 +121,18 @@ def failure_line(error: BaseException) -> str | None:
                 "ulimit -n): raise the limit, or run fewer envs (--num-processes)")
     if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
         return f"{error.filename}: {error.strerror}" if error.filename else str(error)
+    return None
+
+
+def machine_failure(error: BaseException) -> str | None:
+    """One line for an env's failure that is the machine's, not the env's code: a full disk, too
+    many open files (``failure_line``), memory; None for any other, whose traceback is shown."""
+    if isinstance(error, Error):
+        return None
+    if (line := failure_line(error)) is not None:
+        return line
+    first = first_line(error)
+    if isinstance(error, MemoryError) or "allocate memory" in first:  # e.g. mujoco's FatalError
+        return (f"{type(error).__name__}: {first or 'no memory'} (this machine's memory, or "
+                "ulimit -v)")
     return None

@@ -96,8 +96,21 @@ class Hangs(Faulty):
             time.sleep(1)
 
 
+class FullDisk(Faulty):
+    """Writes its own file to a full disk (/dev/full) in ``step``, and as it is built (``at=0``)."""
+
+    def __init__(self, at=3, only=-1):
+        super().__init__(at, only)
+        if at == 0:
+            self.fault()
+
+    def fault(self):
+        with open("/dev/full", "w") as f:
+            f.write("a row")  # raises ENOSPC as it is flushed
+
+
 for cls in (Faulty, RaiseInReset, WrongShape, WrongDtype, OldApi, NoneReward, NanObs, OutOfBounds,
-            NanReward, Exits, Hangs):
+            NanReward, Exits, Hangs, FullDisk):
     name = "RaiseInStep" if cls is Faulty else cls.__name__
     gym.register(f"{name}-v0", entry_point=cls, max_episode_steps=100)
 

@@ -1,10 +1,18 @@
 """errors.py: which failures become one line, and what that line says."""
 import errno
+import resource
 
 import pytest
 import torch
 
-from a2c_ppo_acktr.errors import LogError, allocation_failure, failure_line
+from a2c_ppo_acktr.errors import (
+    ConfigError,
+    LogError,
+    allocation_failure,
+    failure_line,
+    machine_failure,
+    memory_limit,
+)
 
 
 def test_a_disks_failure_is_one_line_and_other_os_errors_are_not():
@@ -26,3 +34,30 @@ def test_allocation_failures_say_how_much():
     assert allocation_failure(cuda) == "2.00 GiB"
     assert allocation_failure(MemoryError()) == "memory"
     assert allocation_failure(RuntimeError("shape mismatch")) is None
+
+
+def test_an_envs_failure_that_is_the_machines_is_one_line_and_a_bug_is_not():
+    read_only = OSError(errno.EROFS, "Read-only file system", "/runs/0.monitor.csv")
+    assert machine_failure(read_only) == "/runs/0.monitor.csv: Read-only file system"
+
+    class FatalError(Exception):  # as mujoco's, for an MjData that does not fit
+        pass
+
+    assert machine_failure(FatalError("Could not allocate memory")) == (
+        "FatalError: Could not allocate memory (this machine's memory, or ulimit -v)")
+    assert machine_failure(MemoryError()) == (
+        "MemoryError: no memory (this machine's memory, or ulimit -v)")
+    assert machine_failure(RuntimeError("simulated failure in step")) is None
+    assert machine_failure(ConfigError("x")) is None  # said as it is, by the caller
+
+
+def test_a_small_allocation_under_a_memory_limit_names_the_limit(monkeypatch):
+    """Issue #85: Atari's first rollout storage under ulimit -v 1,100,000 said it could not
+    allocate "0.0 GB", larger than "this machine's memory"."""
+    small = RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                         "28224000 bytes. Error code 12 (Cannot allocate memory)")
+    assert allocation_failure(small) == "28.2 MB"
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1_100_000 << 10, resource.RLIM_INFINITY))
+    assert memory_limit() == "this machine's memory or the 1,100,000 KiB that ulimit -v allows"
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY,) * 2)
+    assert memory_limit() == "this machine's memory"

@@ -304,7 +304,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, capsys, monkeyp
 def test_sizes_beyond_memory_are_one_line(tmp_path, capsys, flags):
     """Issue #52: sizes in range that no machine holds (above 2**47 bytes, so that even an
     overcommitting kernel refuses them) were torch's allocator's traceback."""
-    expect_exit_2(capsys, A2C_TINY + flags + dirs(tmp_path), "is larger than this machine's memory")
+    expect_exit_2(capsys, A2C_TINY + flags + dirs(tmp_path), "does not fit in this machine's memory")
     assert os.listdir(tmp_path) == []
 
 

@@ -15,12 +15,11 @@ import json
 import math
 import os
 import re
-import sys
 from collections import OrderedDict
 
 import numpy as np
 
-from a2c_ppo_acktr.errors import LogError
+from a2c_ppo_acktr.errors import LogError, warn
 
 MONITOR_PATTERN = "*monitor.csv"
 UNKNOWN_ENV = "unknown"
@@ -110,9 +109,8 @@ def read_monitor_file(path: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarr
     except OSError as e:
         raise LogError(f"cannot read {path}: {e.strerror}") from None
     if skipped:  # one line per file, as plot, compare and episodes read on
-        print(f"warning: {path}: skipped {len(skipped)} rows that are no finite r,l,t numbers "
-              f"(line {', '.join(map(str, skipped[:3]))}{', ...' if len(skipped) > 3 else ''})",
-              file=sys.stderr)
+        warn(f"{path}: skipped {len(skipped)} rows that are no finite r,l,t numbers "
+             f"(line {', '.join(map(str, skipped[:3]))}{', ...' if len(skipped) > 3 else ''})")
     t_start = float(header.get("t_start", 0.0) or 0.0)
     return header, np.asarray(r), np.asarray(l), np.asarray(t) + t_start
 
@@ -146,10 +144,7 @@ def load_episodes(log_dir: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str
         raise LogError(f"no finished episodes in monitor files of {log_dir}")
     distinct = list(OrderedDict.fromkeys(env_ids))
     if len(distinct) > 1:
-        print(
-            f"warning: {log_dir} mixes env ids {distinct}; using {distinct[0]}",
-            file=sys.stderr,
-        )
+        warn(f"{log_dir} mixes env ids {distinct}; using {distinct[0]}")
     order = np.argsort(t, kind="stable")
     steps = np.cumsum(l[order])
     return steps, r[order], l[order], str(distinct[0])

@@ -14,7 +14,7 @@ import numpy as np
 
 from a2c_ppo_acktr.envs.vec_env import StepResult, space_shape
 from a2c_ppo_acktr.envs.watch import Calling, frame_of
-from a2c_ppo_acktr.errors import EnvError, Error, first_line
+from a2c_ppo_acktr.errors import EnvError, Error, first_line, machine_failure
 
 
 def _env_name(env: gym.Env) -> str:
@@ -38,6 +38,8 @@ def env_failure(env: gym.Env, index: int, method: str, error: Exception) -> EnvE
     traceback (from its ``method`` down, none where it failed in what it returned) beside."""
     if isinstance(error, EnvError):
         return error
+    if (said := machine_failure(error)) is not None:  # a full disk: the env's code is not at fault
+        return EnvError(f"env {index} ({_env_name(env)}) failed in {method}: {said}")
     tb = error.__traceback__
     inner = tb.tb_next if tb is not None else None  # below the frame that called the env
     details = "".join(traceback.format_exception(type(error), error, inner)) if inner else ""
@@ -162,16 +164,17 @@ def build_envs(env_fns: Sequence[Callable[[], gym.Env]], first_index: int = 0) -
         except Error:
             raise
         except Exception as e:
-            tb = e.__traceback__
-            details = "".join(traceback.format_exception(type(e), e, tb.tb_next if tb else None))
-            first = first_line(e)
             for env in envs:
                 env.close()
             name = getattr(fn, "env_id", None)
-            raise EnvError(f"env {first_index + j}{f' ({name})' if name else ''} failed to build: "
-                           f"{type(e).__name__}{': ' + first if first else ''} (its traceback "
-                           "above)",
-                           details) from None
+            which = f"env {first_index + j}{f' ({name})' if name else ''} failed to build"
+            if (said := machine_failure(e)) is not None:  # writing its monitor file to a full disk
+                raise EnvError(f"{which}: {said}") from None  # one line: no traceback of the env's
+            tb = e.__traceback__
+            details = "".join(traceback.format_exception(type(e), e, tb.tb_next if tb else None))
+            first = first_line(e)
+            raise EnvError(f"{which}: {type(e).__name__}{': ' + first if first else ''} (its "
+                           "traceback above)", details) from None
     return envs
 
 

@@ -14,7 +14,8 @@ import os
 import time
 
 import numpy as np
-from stable_baselines3.common.monitor import ResultsWriter
+
+from a2c_ppo_acktr.envs.sb3 import ResultsWriter
 
 
 class EpisodeMonitor:

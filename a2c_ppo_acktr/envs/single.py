@@ -10,19 +10,19 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.wrappers import FlattenObservation, RecordVideo
-from stable_baselines3.common import atari_wrappers
-from stable_baselines3.common.atari_wrappers import (
+
+from a2c_ppo_acktr.envs.ids import env_spec, is_atari, register_ale
+from a2c_ppo_acktr.envs.monitor import monitor_t_start
+from a2c_ppo_acktr.envs.sb3 import (
     ClipRewardEnv,
     EpisodicLifeEnv,
     FireResetEnv,
     MaxAndSkipEnv,
+    Monitor,
     NoopResetEnv,
     WarpFrame,
+    opencv,
 )
-from stable_baselines3.common.monitor import Monitor
-
-from a2c_ppo_acktr.envs.ids import env_spec, is_atari, register_ale
-from a2c_ppo_acktr.envs.monitor import monitor_t_start
 from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import ConfigError
 
@@ -148,7 +148,7 @@ class WarpFrameGray(WarpFrame):
     def observation(self, frame: np.ndarray) -> np.ndarray:
         if frame.ndim == 3:
             return super().observation(frame)
-        cv2 = atari_wrappers.cv2  # SB3's optional import: only the classic Atari stack needs it
+        cv2 = opencv()  # imported by the classic Atari stack only (envs/sb3.py)
         return cv2.resize(frame, (self.width, self.height), interpolation=cv2.INTER_AREA)[:, :, None]
 
 
@@ -199,6 +199,7 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
             _mujoco_warnings_once(show=show_mujoco)
         if atari:
             register_ale()  # a fresh worker process has not registered them yet
+            opencv()  # WarpFrame's: not imported by other runs (envs/sb3.py)
             if spec.kwargs.get("frameskip", 1) != 1:
                 kwargs["frameskip"] = 1  # e.g. ALE/*-v5: MaxAndSkipEnv does the skipping
         # render_mode only when asked: an env whose constructor has no render_mode still runs.

@@ -27,6 +27,7 @@ from a2c_ppo_acktr.errors import (
     allocation_failure,
     fail,
     failure_line,
+    memory_limit,
     print_details,
     program,
     warn,
@@ -84,8 +85,8 @@ def open_run(cfg: Config) -> Iterator[Run]:
             if (size := allocation_failure(e)) is None:
                 raise
             fail(f"cannot allocate {size} to build the run: the network (--hidden-size) or the "
-                 "rollout storage (--num-processes * --num-steps) is larger than this machine's "
-                 "memory")
+                 "rollout storage (--num-processes * --num-steps) does not fit in "
+                 f"{memory_limit()}")
         except OSError as e:  # too many open files (ulimit -n), a full disk: one line
             if (what := failure_line(e)) is None:
                 raise

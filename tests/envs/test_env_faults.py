@@ -89,6 +89,22 @@ def test_a_dtype_numpy_would_cast_and_a_failing_reset_are_refused():
                      make_env("tests.toy_envs:Broken-v0", 0, 1, None, False)])
 
 
+@pytest.mark.parametrize("backend", [
+    DummyVecEnv, pytest.param(lambda f: ShmemVecEnv(f, num_workers=2), marks=pytest.mark.slow)],
+    ids=["dummy", "shmem"])
+def test_an_env_writing_to_a_full_disk_is_one_line_without_its_traceback(backend):
+    """Issue #85: a full disk is the machine's, not the env's code: no traceback, as built or
+    stepped (the Monitor's files as the envs are built: test_limits.py)."""
+    error = failure(backend, "FullDisk-v0")
+    assert str(error) == "env 0 (FullDisk-v0) failed in step: [Errno 28] No space left on device"
+    assert error.details == ""
+    fn = make_env("tests.fault_envs:FullDisk-v0", 0, 0, None, False, env_kwargs={"at": 0})
+    with pytest.raises(EnvError) as built:
+        backend([fn]).close()
+    assert str(built.value) == ("env 0 (tests.fault_envs:FullDisk-v0) failed to build: [Errno 28] "
+                                "No space left on device") and built.value.details == ""
+
+
 def test_the_native_backend_refuses_observations_outside_the_space():
     venv = NativeVecEnv("WrongShapeVector-v0", 2, 0)
     with pytest.raises(EnvError, match=r"WrongShapeVector-v0 \(--vec-env native\) returned from "

@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import plot
 import pytest
+import stable_baselines3.common.monitor as sb3_monitor
 
 import main
 from a2c_ppo_acktr.algo import A2C_ACKTR
@@ -111,6 +112,48 @@ def test_a_memory_limit_below_torchs_libraries_is_one_line():
     assert proc.returncode == 1
     assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(
         "main.py: error: out of memory (") and "raise its limit (ulimit -v)" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kib", [900_000, 1_000_000])
+def test_a_memory_limit_near_the_imports_needs_is_one_line_before_them(tmp_path, kib):
+    """Issue #85: from about 0.9 to 1.0 GB OpenCV's import crashed (SIGSEGV, exit 139, no line);
+    near it CPython's imports failed with a SystemError traceback, or a thread could not start."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (kib << 10, resource.RLIM_INFINITY))
+    proc = subprocess.run([sys.executable, "main.py", *TINY, *dirs(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert proc.returncode == 1 and proc.stderr == (
+        f"main.py: error: out of memory (ulimit -v is {kib:,} KiB, below the 1,048,576 KiB that "
+        "torch and the envs' libraries take); this process may not use what it needs: raise its "
+        "limit (ulimit -v)\n")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_plain_run_does_not_import_opencv(tmp_path):
+    code = ("import sys, main\nmain.main(sys.argv[1:])\n"
+            "print('cv2' in sys.modules, 'stable_baselines3' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, *TINY, *dirs(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.splitlines()[-1] == "False True", proc.stderr
+
+
+def full_monitor_files(monkeypatch):
+    """Every file SB3's monitor opens is /dev/full: its first flush raises ENOSPC."""
+    def full(path, *args, **kwargs):
+        return open("/dev/full", *args, **kwargs)
+    monkeypatch.setattr(sb3_monitor, "open", full, raising=False)
+
+
+@pytest.mark.parametrize("vec_env", ["dummy", "native"])
+def test_a_full_disk_as_the_envs_are_built_is_one_line(tmp_path, capsys, monkeypatch, vec_env):
+    """Issue #85: the monitor file that a full disk refused was the env's traceback, then the
+    line; an env's own failure to build keeps its traceback (test_env_faults.py)."""
+    full_monitor_files(monkeypatch)
+    argv = TINY[:-3] + [vec_env, "--num-env-steps", "64"] + dirs(tmp_path)
+    one_line(capsys, lambda: main.main(argv), 2, "No space left on device")
+    assert os.listdir(tmp_path) == []
 
 
 def test_entry_points_refuse_where_they_cannot_write_before_any_work(tmp_path, capsys):

@@ -136,8 +136,10 @@ def test_iqm_curves_of_seeds():
     assert np.all(high <= 100) and len(x) == 5
 
 
-def test_rows_of_text_or_nan_are_skipped_with_one_warning_naming_the_file(tmp_path, compare):
+def test_rows_of_text_or_nan_are_skipped_with_one_warning_naming_the_file(tmp_path, compare,
+                                                                         monkeypatch):
     """Issue #85 item 4: a NaN row made every statistic nan [nan, nan]."""
+    monkeypatch.setattr(sys, "argv", ["compare.py"])  # the program that the warning names
     dirs = runs(tmp_path, "a", "CartPole-v1", [100, 200, 300]).split(",")
     with open(Path(dirs[0]) / "0.monitor.csv", "a") as f:
         f.write("nan,100,31\nnote to self,,\n1e999,100,33\n")
@@ -145,7 +147,7 @@ def test_rows_of_text_or_nan_are_skipped_with_one_warning_naming_the_file(tmp_pa
     assert rc == 0, err
     assert json.loads(out)["envs"]["CartPole-v1"]["a"]["scores"] == [100, 200, 300]
     warned = [line for line in err.splitlines() if "skipped" in line]
-    assert warned == [f"warning: {Path(dirs[0]) / '0.monitor.csv'}: skipped 3 rows that are no "
+    assert warned == [f"compare.py: warning: {Path(dirs[0]) / '0.monitor.csv'}: skipped 3 rows that are no "
                       "finite r,l,t numbers (line 33, 34, 35)"], err
 
 
