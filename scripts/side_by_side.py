@@ -6,8 +6,9 @@ table, made from run directories.
 main.py and ``scripts/peers.py`` write them); the envs and seeds both hold for ``--algo`` are
 compared. Each row is one (env, metric): each side's IQM over seeds with its 95% stratified
 bootstrap interval, P(ours > peer) with its interval (``compare.py``'s statistics,
-``a2c_ppo_acktr/analysis/metrics.py``'s metrics) and both sides' scores seed by seed. A metric a side has no files for (a run without
-``final_eval.json`` or ``eval/eval.csv``) gives "-" and a note under the table.
+``a2c_ppo_acktr/analysis/metrics.py``'s metrics) and both sides' scores seed by seed. A
+metric a side has no files for (a run without ``final_eval.json`` or ``eval/eval.csv``) gives
+"-" and a note under the table.
 
     python scripts/side_by_side.py --ours runs/ours --peer runs/zoo --algo ppo
 """
