@@ -20,7 +20,6 @@ import torch
 
 from a2c_ppo_acktr import speed
 from a2c_ppo_acktr.config import Config
-from a2c_ppo_acktr.envs.ids import check_env_id
 from a2c_ppo_acktr.errors import (
     CheckpointError,
     Error,
@@ -142,7 +141,6 @@ def start(cfg: Config, stop: StopRequest) -> Run:
 
     if lead:
         check_run(cfg.run, paths)
-    check_env_id(cfg.env.env_name)
     resumed = None
     if cfg.run.resume:
         assert paths.checkpoint is not None  # rundir.check_run refuses --resume without one
