@@ -17,7 +17,7 @@ import torch
 from a2c_ppo_acktr import algo, speed
 from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.algo.agent import RewardModel, Stateful
-from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig, PolicyConfig
+from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
@@ -34,12 +34,6 @@ DEFAULT_THREADS = torch.get_num_threads()
 
 # What a run samples with: make_vec_envs' envs, or the Ray workers seen as one vector env.
 RunEnvs = WorkerGroup | TorchVecEnv
-
-
-def run_policy_kwargs(cfg: PolicyConfig) -> dict:
-    """``policy_kwargs`` and how this run computes (``--precision``): not the network's shape, so
-    not in the checkpoint's copy."""
-    return {**policy_kwargs(cfg), "precision": cfg.precision}
 
 
 # --algo's agent classes (settings/checks.py refuses another name).
@@ -202,8 +196,9 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
         # on image batches do gain (docs/benchmarks.md, "Measured code choices").
         obs_shape = space_shape(envs.observation_space)
         torch.set_num_threads(1 if len(obs_shape) == 1 else DEFAULT_THREADS)
-        network = run_policy_kwargs(cfg.policy)  # the base's flags, and --precision
-        actor_critic = make_policy(obs_shape, envs.action_space, network, device)
+        network = policy_kwargs(cfg.policy)  # the base's flags
+        actor_critic = make_policy(obs_shape, envs.action_space, network, device,
+                                   cfg.policy.precision)
         agent = make_agent(cfg.algo, actor_critic, learner_generator(cfg, env_steps, device))
         reward_models = make_reward_models(cfg, envs, device)
         if resumed:
@@ -237,9 +232,11 @@ def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: P
         collector = RayCollector(envs, actor_critic, *common)
     elif ddp is not None:
         collector = DDPCollector(ddp, envs, actor_critic, *common)
-    elif cfg.sampling.in_thread:
-        behaviour = make_policy(space_shape(envs.observation_space), envs.action_space,
-                                run_policy_kwargs(cfg.policy), device)
+    elif cfg.sampling.in_thread:  # the thread acts with a copy of the policy, one update old
+        obs_shape = space_shape(envs.observation_space)
+        network = policy_kwargs(cfg.policy)
+        behaviour = make_policy(obs_shape, envs.action_space, network, device,
+                                cfg.policy.precision)
         collector = AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)
     else:
         collector = Collector(envs, actor_critic, *common)
