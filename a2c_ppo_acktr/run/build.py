@@ -2,13 +2,13 @@
 restored from its checkpoint on --resume, the collector that samples for it and its evaluations.
 Bad input raises a ``ConfigError`` or ``CheckpointError`` with one line, the envs closed.
 
-What the checkpoint saves of a run is its components (``run_components``): each one's
-``state_dict`` under its name, loaded back by ``restore``. A reward model is added in
+What the checkpoint saves of a run is its components (``checkpoint.run_components``): each one's
+``state_dict`` under its name, loaded back by ``checkpoint.restore``. A reward model is added in
 ``REWARD_MODELS``: the loop then calls it and the checkpoint keeps its state."""
 import functools
 import inspect
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Optional
 
 import numpy as np
@@ -16,7 +16,7 @@ import torch
 
 from a2c_ppo_acktr import algo, speed
 from a2c_ppo_acktr.algo import gail
-from a2c_ppo_acktr.algo.agent import RewardModel, Stateful
+from a2c_ppo_acktr.algo.agent import RewardModel
 from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.vec_env import space_shape
@@ -24,7 +24,7 @@ from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import Evaluations, InlineEvaluations, evaluate, final_evaluation
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.run.checkpoint import RESERVED, RunPaths, check_checkpoint, component_states
+from a2c_ppo_acktr.run.checkpoint import RunPaths, restore, run_components
 from a2c_ppo_acktr.run.tracking import video_prefix
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
@@ -133,42 +133,6 @@ def make_reward_models(cfg: Config, envs: RunEnvs, device: torch.device
     return {name: model for name, model in made if model is not None}
 
 
-def run_components(actor_critic: Policy, agent: algo.Agent,
-                   reward_models: Mapping[str, RewardModel]) -> dict[str, Stateful]:
-    """What of the run learns or adapts, by checkpoint key: the policy (under the key enjoy.py
-    reads), the agent, the reward models. ``checkpoint_state`` saves each one's ``state_dict``,
-    ``restore`` loads it back; neither names them."""
-    components: dict[str, Stateful] = {"actor_critic": actor_critic, "agent": agent,
-                                       **reward_models}
-    clash = sorted(set(components) & set(RESERVED))
-    if clash:
-        raise ValueError(f"component names {', '.join(clash)} are checkpoint keys of the run's own")
-    return components
-
-
-def restore(env_name: str, paths: RunPaths, resumed: dict, envs: RunEnvs,
-            components: Mapping[str, Stateful]) -> None:
-    """Load the checkpoint ``resumed`` into the run's ``components``; ``CheckpointError`` if it
-    does not fit."""
-    assert paths.checkpoint is not None  # --resume needs one (rundir.check_run)
-    try:
-        check_checkpoint(resumed, paths.checkpoint, env_name, space_shape(envs.observation_space),
-                         envs.action_space)
-        states = component_states(resumed, components)
-        for name, component in components.items():
-            if states.get(name) is None:
-                raise CheckpointError(f"{paths.checkpoint} was trained without {name!r} (it "
-                                      "holds no state of it)")
-            component.load_state_dict(states[name])
-    except (CheckpointError, RuntimeError, ValueError, KeyError) as e:
-        raise CheckpointError(f"--resume: {str(e).splitlines()[0]}") from None
-    if resumed["obs_rms"] is not None:
-        vec_norm = get_vec_normalize(envs)
-        assert vec_norm is not None  # the checkpoint's env (checked above) normalizes
-        vec_norm.load_state_dict(resumed["obs_rms"])
-    torch.set_rng_state(resumed["torch_rng"])
-
-
 def build_run(cfg: Config, paths: RunPaths, device: torch.device,
               resumed: Optional[dict], rank: int) -> tuple:
     """The run's envs, policy, agent and reward models (``make_reward_models``), restored from
@@ -202,7 +166,8 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
         agent = make_agent(cfg.algo, actor_critic, learner_generator(cfg, env_steps, device))
         reward_models = make_reward_models(cfg, envs, device)
         if resumed:
-            restore(cfg.env.env_name, paths, resumed, envs,
+            assert paths.checkpoint is not None  # --resume needs one (rundir.check_run)
+            restore(resumed, paths.checkpoint, cfg.env.env_name, obs_shape, envs,
                     run_components(actor_critic, agent, reward_models))
         if cfg.run.compile:  # compiled on first use: in the first rollout and the first update
             speed.compile_policy(actor_critic, device)

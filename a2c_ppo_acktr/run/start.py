@@ -35,9 +35,14 @@ from a2c_ppo_acktr.run.build import (
     build_evaluations,
     build_final_evaluation,
     build_run,
-    run_components,
 )
-from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths, write_config
+from a2c_ppo_acktr.run.checkpoint import (
+    checkpoint_state,
+    load_checkpoint,
+    run_components,
+    run_paths,
+    write_config,
+)
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.life import Run, open_logs
 from a2c_ppo_acktr.run.resume import resume_exactly
