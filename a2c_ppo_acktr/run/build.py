@@ -1,6 +1,8 @@
-"""What a run is made of: its envs, policy, agent and reward models (GAIL's, an intrinsic reward),
-restored from its checkpoint on --resume, the collector that samples for it and its evaluations.
-Bad input raises a ``ConfigError`` or ``CheckpointError`` with one line, the envs closed.
+"""What a run is made of, built in one place (``build``), each part from those it needs: its envs,
+policy, agent and reward models (GAIL's, an intrinsic reward), restored from its checkpoint on
+--resume (``build_run``), the collector that samples for it (``build_collector``), its evaluations,
+and on --resume the run put back where it was saved. Bad input raises a ``ConfigError`` or
+``CheckpointError`` with one line, what was built closed.
 
 What the checkpoint saves of a run is its components (``checkpoint.run_components``): each one's
 ``state_dict`` under its name, loaded back by ``checkpoint.restore``. A reward model is added in
@@ -9,14 +11,14 @@ import functools
 import inspect
 import os
 from collections.abc import Callable
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
 
 from a2c_ppo_acktr import algo, speed
 from a2c_ppo_acktr.algo import gail
-from a2c_ppo_acktr.algo.agent import RewardModel
+from a2c_ppo_acktr.algo.agent import RewardModel, Stateful
 from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.vec_env import space_shape
@@ -25,6 +27,7 @@ from a2c_ppo_acktr.evaluation import Evaluations, InlineEvaluations, evaluate, f
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.checkpoint import RunPaths, restore, run_components
+from a2c_ppo_acktr.run.resume import resume_exactly
 from a2c_ppo_acktr.run.tracking import video_prefix
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
@@ -208,29 +211,77 @@ def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: P
     return collector
 
 
-def build_evaluations(cfg: Config, paths: RunPaths, collector: Collector,
-                      device: torch.device) -> Evaluations:
-    """Where ``--eval-interval``'s evaluations run, beside ``collector``: in the Ray workers'
-    Evaluator actor, off the learner's path, or in this process with the statistics of the
-    rollout last collected."""
+# --final-eval-episodes' evaluation at the run's end: (policy, env steps) -> final_eval.json's dict
+FinalEvaluation = Callable[[Policy, int], dict]
+
+
+def build_evaluations(cfg: Config, paths: RunPaths, collector: Collector, device: torch.device
+                      ) -> tuple[Evaluations, Optional[FinalEvaluation]]:
+    """The run's evaluations, beside ``collector``: ``--eval-interval``'s, in the Ray workers'
+    Evaluator actor (off the learner's path) or in this process; and ``--final-eval-episodes``'
+    at the run's end (None when 0), in this process. Those in this process use the statistics of
+    the rollout last collected."""
+    evaluator: Evaluations
     if isinstance(collector.envs, WorkerGroup):
-        return collector.envs
-    evaluate_fn = functools.partial(evaluate, env_name=cfg.env.env_name, seed=cfg.env.seed,
-                                    num_processes=cfg.env.num_processes,
-                                    eval_log_dir=paths.eval_dir, device=device,
-                                    **cfg.env.options)
-    return InlineEvaluations(evaluate_fn, lambda: collector.obs_rms)
-
-
-def build_final_evaluation(cfg: Config, paths: RunPaths, collector: Collector,
-                           device: torch.device) -> Optional[Callable[[Policy, int], dict]]:
-    """``--final-eval-episodes``' evaluation at the run's end, in this process with the
-    statistics of the rollout last collected: (policy, env steps) -> its result; None when 0."""
+        evaluator = collector.envs
+    else:
+        evaluate_fn = functools.partial(evaluate, env_name=cfg.env.env_name, seed=cfg.env.seed,
+                                        num_processes=cfg.env.num_processes,
+                                        eval_log_dir=paths.eval_dir, device=device,
+                                        **cfg.env.options)
+        evaluator = InlineEvaluations(evaluate_fn, lambda: collector.obs_rms)
     episodes = cfg.run.final_eval_episodes
     if not episodes:
-        return None
+        return evaluator, None
 
     def final(policy: Policy, env_steps: int) -> dict:
         return final_evaluation(policy, collector.obs_rms, env_steps, episodes, paths.log_dir,
                                 cfg.env.env_name, cfg.env.seed, device, **cfg.env.options)
-    return final
+    return evaluator, final
+
+
+class RunParts(NamedTuple):
+    """A run as ``build`` makes it, for the loop (``life.Run``)."""
+    collector: Collector
+    actor_critic: Policy
+    agent: algo.Agent
+    reward_models: dict[str, RewardModel]
+    components: dict[str, Stateful]  # what its checkpoints keep (``run_components``)
+    updates: range                   # the updates still to run
+    steps_per_update: int            # num_steps * envs of all ranks
+    evaluator: Evaluations
+    final_eval: Optional[FinalEvaluation]
+    sped: list[str]                  # the speed seam's mechanisms applied (``speed.speed_up``)
+    inexact: Optional[str]           # why a resumed run goes on approximately; None: exactly
+
+
+def build(cfg: Config, paths: RunPaths, device: torch.device, resumed: Optional[dict],
+          ddp: Optional[DDP]) -> RunParts:
+    """The run, each part from those it needs: ``build_run``'s envs, policy, agent and reward
+    models (restored from ``resumed``), the ranks made one learner (torchrun: ``ddp``), the
+    collector, the speed seam, its evaluations, the run put back where ``resumed`` was saved.
+    Bad input raises ``ConfigError`` (or ``CheckpointError``); on any failure what was built is
+    closed."""
+    rank = ddp.rank if ddp else 0
+    env_steps = resumed["env_steps"] if resumed else 0
+    envs, actor_critic, agent, reward_models = build_run(cfg, paths, device, resumed, rank)
+    collector = None
+    try:
+        if ddp:
+            ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
+            if resumed and rank:
+                torch.manual_seed(cfg.run.seed + rank + env_steps)  # the saved RNG state is rank 0's
+        steps_per_update = cfg.sampling.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
+        updates = range(env_steps // steps_per_update, cfg.run.num_env_steps // steps_per_update)
+        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates))
+        # The speed seam, once, on the learner's policy and agent (not on a sampler thread's
+        # policy, which is running, nor on the Ray workers'): the same numbers, faster.
+        sped = speed.speed_up(actor_critic, agent, compiled=cfg.run.compile)
+        evaluator, final_eval = build_evaluations(cfg, paths, collector, device)
+        inexact = resume_exactly(collector, resumed) if resumed else None
+    except BaseException:
+        (collector or envs).close()  # a collector closes its envs
+        raise
+    return RunParts(collector, actor_critic, agent, reward_models,
+                    run_components(actor_critic, agent, reward_models), updates,
+                    steps_per_update, evaluator, final_eval, sped, inexact)
