@@ -45,10 +45,11 @@ def policy_kwargs(cfg: PolicyConfig) -> dict:
 
 
 def make_policy(obs_shape: Sequence[int], action_space: gym.Space, kwargs: dict,
-                device: torch.device | str = "cpu") -> "Policy":
+                device: torch.device | str = "cpu", precision: str = "fp32") -> "Policy":
     """The one way the package builds a ``Policy``: from ``kwargs`` as ``policy_kwargs`` gives them
-    (from flags, or a checkpoint's copy), on ``device``. ``ConfigError`` for a keyword this version
-    of ``Policy`` does not take (a checkpoint saved by a newer version)."""
+    (from flags, or a checkpoint's copy), on ``device``, computing in ``precision`` (not the
+    network's shape: no checkpoint keeps it). ``ConfigError`` for a keyword this version of
+    ``Policy`` does not take (a checkpoint saved by a newer version)."""
     unknown = sorted(set(kwargs) - set(inspect.signature(Policy).parameters))
     if unknown:
         raise ConfigError(f"policy settings this version does not know ({', '.join(unknown)}); "
@@ -59,7 +60,7 @@ def make_policy(obs_shape: Sequence[int], action_space: gym.Space, kwargs: dict,
     if others and not any(p.kind is p.VAR_KEYWORD for p in taken.values()):
         raise ConfigError(f"{', '.join('--' + n.replace('_', '-') for n in others)}: not taken by "
                           f"{base.__name__}, the base for observations of shape {tuple(obs_shape)}")
-    return Policy(obs_shape, action_space, **kwargs).to(device)
+    return Policy(obs_shape, action_space, **kwargs, precision=precision).to(device)
 
 
 def default_base(obs_shape: Sequence[int]) -> "Callable[..., NNBase]":

@@ -317,7 +317,7 @@ def test_resuming_a_finished_run_says_nothing_is_left_and_builds_nothing(tmp_pat
     def no_build(*args, **kwargs):
         raise AssertionError("the run was built")
 
-    monkeypatch.setattr(start, "build_run", no_build)
+    monkeypatch.setattr(start, "build", no_build)
     assert main.main(argv + ["--resume"]) == 0
     assert capsys.readouterr().out == (
         f"nothing to train: {a2c_paths(tmp_path).checkpoint} already holds 32 steps, "

@@ -1,15 +1,17 @@
-"""What a run is made of: its envs, policy, agent and reward models (GAIL's, an intrinsic reward),
-restored from its checkpoint on --resume, the collector that samples for it and its evaluations.
-Bad input raises a ``ConfigError`` or ``CheckpointError`` with one line, the envs closed.
+"""What a run is made of, built in one place (``build``), each part from those it needs: its envs,
+policy, agent and reward models (GAIL's, an intrinsic reward), restored from its checkpoint on
+--resume (``build_run``), the collector that samples for it (``build_collector``), its evaluations,
+and on --resume the run put back where it was saved. Bad input raises a ``ConfigError`` or
+``CheckpointError`` with one line, what was built closed.
 
-What the checkpoint saves of a run is its components (``run_components``): each one's
-``state_dict`` under its name, loaded back by ``restore``. A reward model is added in
+What the checkpoint saves of a run is its components (``checkpoint.run_components``): each one's
+``state_dict`` under its name, loaded back by ``checkpoint.restore``. A reward model is added in
 ``REWARD_MODELS``: the loop then calls it and the checkpoint keeps its state."""
 import functools
 import inspect
 import os
-from collections.abc import Callable, Mapping
-from typing import Optional
+from collections.abc import Callable
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -17,14 +19,15 @@ import torch
 from a2c_ppo_acktr import algo, speed
 from a2c_ppo_acktr.algo import gail
 from a2c_ppo_acktr.algo.agent import RewardModel, Stateful
-from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig, PolicyConfig
+from a2c_ppo_acktr.config import AlgoConfig, Config, GailConfig
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import Evaluations, InlineEvaluations, evaluate, final_evaluation
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
 from a2c_ppo_acktr.rollout import Collector
-from a2c_ppo_acktr.run.checkpoint import RESERVED, RunPaths, check_checkpoint, component_states
+from a2c_ppo_acktr.run.checkpoint import RunPaths, restore, run_components
+from a2c_ppo_acktr.run.resume import resume_exactly
 from a2c_ppo_acktr.run.tracking import video_prefix
 from a2c_ppo_acktr.sampling.async_thread import AsyncCollector
 from a2c_ppo_acktr.sampling.ddp import DDP, DDPCollector
@@ -34,12 +37,6 @@ DEFAULT_THREADS = torch.get_num_threads()
 
 # What a run samples with: make_vec_envs' envs, or the Ray workers seen as one vector env.
 RunEnvs = WorkerGroup | TorchVecEnv
-
-
-def run_policy_kwargs(cfg: PolicyConfig) -> dict:
-    """``policy_kwargs`` and how this run computes (``--precision``): not the network's shape, so
-    not in the checkpoint's copy."""
-    return {**policy_kwargs(cfg), "precision": cfg.precision}
 
 
 # --algo's agent classes (settings/checks.py refuses another name).
@@ -139,42 +136,6 @@ def make_reward_models(cfg: Config, envs: RunEnvs, device: torch.device
     return {name: model for name, model in made if model is not None}
 
 
-def run_components(actor_critic: Policy, agent: algo.Agent,
-                   reward_models: Mapping[str, RewardModel]) -> dict[str, Stateful]:
-    """What of the run learns or adapts, by checkpoint key: the policy (under the key enjoy.py
-    reads), the agent, the reward models. ``checkpoint_state`` saves each one's ``state_dict``,
-    ``restore`` loads it back; neither names them."""
-    components: dict[str, Stateful] = {"actor_critic": actor_critic, "agent": agent,
-                                       **reward_models}
-    clash = sorted(set(components) & set(RESERVED))
-    if clash:
-        raise ValueError(f"component names {', '.join(clash)} are checkpoint keys of the run's own")
-    return components
-
-
-def restore(env_name: str, paths: RunPaths, resumed: dict, envs: RunEnvs,
-            components: Mapping[str, Stateful]) -> None:
-    """Load the checkpoint ``resumed`` into the run's ``components``; ``CheckpointError`` if it
-    does not fit."""
-    assert paths.checkpoint is not None  # --resume needs one (rundir.check_run)
-    try:
-        check_checkpoint(resumed, paths.checkpoint, env_name, space_shape(envs.observation_space),
-                         envs.action_space)
-        states = component_states(resumed, components)
-        for name, component in components.items():
-            if states.get(name) is None:
-                raise CheckpointError(f"{paths.checkpoint} was trained without {name!r} (it "
-                                      "holds no state of it)")
-            component.load_state_dict(states[name])
-    except (CheckpointError, RuntimeError, ValueError, KeyError) as e:
-        raise CheckpointError(f"--resume: {str(e).splitlines()[0]}") from None
-    if resumed["obs_rms"] is not None:
-        vec_norm = get_vec_normalize(envs)
-        assert vec_norm is not None  # the checkpoint's env (checked above) normalizes
-        vec_norm.load_state_dict(resumed["obs_rms"])
-    torch.set_rng_state(resumed["torch_rng"])
-
-
 def build_run(cfg: Config, paths: RunPaths, device: torch.device,
               resumed: Optional[dict], rank: int) -> tuple:
     """The run's envs, policy, agent and reward models (``make_reward_models``), restored from
@@ -202,12 +163,14 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
         # on image batches do gain (docs/benchmarks.md, "Measured code choices").
         obs_shape = space_shape(envs.observation_space)
         torch.set_num_threads(1 if len(obs_shape) == 1 else DEFAULT_THREADS)
-        network = run_policy_kwargs(cfg.policy)  # the base's flags, and --precision
-        actor_critic = make_policy(obs_shape, envs.action_space, network, device)
+        network = policy_kwargs(cfg.policy)  # the base's flags
+        actor_critic = make_policy(obs_shape, envs.action_space, network, device,
+                                   cfg.policy.precision)
         agent = make_agent(cfg.algo, actor_critic, learner_generator(cfg, env_steps, device))
         reward_models = make_reward_models(cfg, envs, device)
         if resumed:
-            restore(cfg.env.env_name, paths, resumed, envs,
+            assert paths.checkpoint is not None  # --resume needs one (rundir.check_run)
+            restore(resumed, paths.checkpoint, cfg.env.env_name, obs_shape, envs,
                     run_components(actor_critic, agent, reward_models))
         if cfg.run.compile:  # compiled on first use: in the first rollout and the first update
             speed.compile_policy(actor_critic, device)
@@ -237,43 +200,92 @@ def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: P
         collector = RayCollector(envs, actor_critic, *common)
     elif ddp is not None:
         collector = DDPCollector(ddp, envs, actor_critic, *common)
-    elif cfg.sampling.in_thread:
-        behaviour = make_policy(space_shape(envs.observation_space), envs.action_space,
-                                run_policy_kwargs(cfg.policy), device)
+    elif cfg.sampling.in_thread:  # the thread acts with a copy of the policy, one update old
+        obs_shape = space_shape(envs.observation_space)
+        network = policy_kwargs(cfg.policy)
+        behaviour = make_policy(obs_shape, envs.action_space, network, device,
+                                cfg.policy.precision)
         collector = AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)
     else:
         collector = Collector(envs, actor_critic, *common)
     return collector
 
 
-def build_evaluations(cfg: Config, paths: RunPaths, collector: Collector,
-                      device: torch.device) -> Evaluations:
-    """Where ``--eval-interval``'s evaluations run, beside ``collector``: in the Ray workers'
-    Evaluator actor, off the learner's path, or in this process with the statistics of the
-    rollout last collected."""
+# --final-eval-episodes' evaluation at the run's end: (policy, env steps) -> final_eval.json's dict
+FinalEvaluation = Callable[[Policy, int], dict]
+
+
+def build_evaluations(cfg: Config, paths: RunPaths, collector: Collector, device: torch.device
+                      ) -> tuple[Evaluations, Optional[FinalEvaluation]]:
+    """The run's evaluations, beside ``collector``: ``--eval-interval``'s, and
+    ``--final-eval-episodes``' at the run's end (None when 0), in the Ray workers' Evaluator
+    actor (off the learner's path) or in this process, with the statistics of the rollout last
+    collected."""
+    evaluator: Evaluations
     if isinstance(collector.envs, WorkerGroup):
-        return collector.envs
-    evaluate_fn = functools.partial(evaluate, env_name=cfg.env.env_name, seed=cfg.env.seed,
-                                    num_processes=cfg.env.num_processes,
-                                    eval_log_dir=paths.eval_dir, device=device,
-                                    **cfg.env.options)
-    return InlineEvaluations(evaluate_fn, lambda: collector.obs_rms)
-
-
-def build_final_evaluation(cfg: Config, paths: RunPaths, collector: Collector,
-                           device: torch.device) -> Optional[Callable[[Policy, int], dict]]:
-    """``--final-eval-episodes``' evaluation at the run's end, with the statistics of the rollout
-    last collected, where ``--eval-interval``'s run: (policy, env steps) -> its result; None
-    when 0."""
+        evaluator = collector.envs
+    else:
+        evaluate_fn = functools.partial(evaluate, env_name=cfg.env.env_name, seed=cfg.env.seed,
+                                        num_processes=cfg.env.num_processes,
+                                        eval_log_dir=paths.eval_dir, device=device,
+                                        **cfg.env.options)
+        evaluator = InlineEvaluations(evaluate_fn, lambda: collector.obs_rms)
     episodes = cfg.run.final_eval_episodes
     if not episodes:
-        return None
+        return evaluator, None
     if isinstance(collector.envs, WorkerGroup):
         workers = collector.envs
-        return lambda policy, env_steps: workers.final_evaluation(policy, env_steps, episodes,
-                                                                  paths.log_dir)
+        return evaluator, lambda policy, env_steps: workers.final_evaluation(
+            policy, env_steps, episodes, paths.log_dir)
 
     def final(policy: Policy, env_steps: int) -> dict:
         return final_evaluation(policy, collector.obs_rms, env_steps, episodes, paths.log_dir,
                                 cfg.env.env_name, cfg.env.seed, device, **cfg.env.options)
-    return final
+    return evaluator, final
+
+
+class RunParts(NamedTuple):
+    """A run as ``build`` makes it, for the loop (``life.Run``)."""
+    collector: Collector
+    actor_critic: Policy
+    agent: algo.Agent
+    reward_models: dict[str, RewardModel]
+    components: dict[str, Stateful]  # what its checkpoints keep (``run_components``)
+    updates: range                   # the updates still to run
+    steps_per_update: int            # num_steps * envs of all ranks
+    evaluator: Evaluations
+    final_eval: Optional[FinalEvaluation]
+    sped: list[str]                  # the speed seam's mechanisms applied (``speed.speed_up``)
+    inexact: Optional[str]           # why a resumed run goes on approximately; None: exactly
+
+
+def build(cfg: Config, paths: RunPaths, device: torch.device, resumed: Optional[dict],
+          ddp: Optional[DDP]) -> RunParts:
+    """The run, each part from those it needs: ``build_run``'s envs, policy, agent and reward
+    models (restored from ``resumed``), the ranks made one learner (torchrun: ``ddp``), the
+    collector, the speed seam, its evaluations, the run put back where ``resumed`` was saved.
+    Bad input raises ``ConfigError`` (or ``CheckpointError``); on any failure what was built is
+    closed."""
+    rank = ddp.rank if ddp else 0
+    env_steps = resumed["env_steps"] if resumed else 0
+    envs, actor_critic, agent, reward_models = build_run(cfg, paths, device, resumed, rank)
+    collector = None
+    try:
+        if ddp:
+            ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
+            if resumed and rank:
+                torch.manual_seed(cfg.run.seed + rank + env_steps)  # the saved RNG state is rank 0's
+        steps_per_update = cfg.sampling.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
+        updates = range(env_steps // steps_per_update, cfg.run.num_env_steps // steps_per_update)
+        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates))
+        # The speed seam, once, on the learner's policy and agent (not on a sampler thread's
+        # policy, which is running, nor on the Ray workers'): the same numbers, faster.
+        sped = speed.speed_up(actor_critic, agent, compiled=cfg.run.compile)
+        evaluator, final_eval = build_evaluations(cfg, paths, collector, device)
+        inexact = resume_exactly(collector, resumed) if resumed else None
+    except BaseException:
+        (collector or envs).close()  # a collector closes its envs
+        raise
+    return RunParts(collector, actor_critic, agent, reward_models,
+                    run_components(actor_critic, agent, reward_models), updates,
+                    steps_per_update, evaluator, final_eval, sped, inexact)

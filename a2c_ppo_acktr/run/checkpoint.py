@@ -1,5 +1,6 @@
-"""A run's files and its checkpoint: where they go, atomic save, weights-only load, checks, and the
-policy rebuilt from a checkpoint.
+"""A run's files and its checkpoint: where they go, atomic save, weights-only load, checks, the
+run's components saved and restored (``checkpoint_state``, ``restore``), and the policy rebuilt
+from a checkpoint.
 
 A run is keyed by (algo, env id, seed)::
 
@@ -26,7 +27,7 @@ import torch
 
 from a2c_ppo_acktr.algo.agent import Stateful
 from a2c_ppo_acktr.config import Config
-from a2c_ppo_acktr.envs import TorchVecEnv
+from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize
 from a2c_ppo_acktr.envs.ids import env_file_name
 from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
@@ -149,7 +150,7 @@ def env_options(ckpt: dict) -> dict[str, Any]:
 def checkpoint_state(cfg: Config, components: Mapping[str, Stateful],
                      envs: Collector | TorchVecEnv, env_steps: int, obs_rms: Optional[dict]) -> dict:
     """Everything needed to rebuild and resume the run, as tensors and plain values: each
-    component's ``state_dict`` under its name (``run.build.run_components``) and the run's own
+    component's ``state_dict`` under its name (``run_components``) and the run's own
     keys (``RESERVED``)."""
     return {
         **{name: component.state_dict() for name, component in components.items()},
@@ -213,6 +214,42 @@ def _separate(state: dict, groups: list[dict]) -> dict:
             part.permute(order).view(-1).copy_(value[offset:offset + p.numel()])
     return {"state": parts if flat else {},
             "param_groups": [{**saved[0], "params": list(range(len(params)))}]}
+
+
+def run_components(actor_critic: Policy, agent: Stateful,
+                   reward_models: Mapping[str, Stateful]) -> dict[str, Stateful]:
+    """What of the run learns or adapts, by checkpoint key: the policy (under the key enjoy.py
+    reads), the agent, the reward models. ``checkpoint_state`` saves each one's ``state_dict``,
+    ``restore`` loads it back; neither names them."""
+    components: dict[str, Stateful] = {"actor_critic": actor_critic, "agent": agent,
+                                       **reward_models}
+    clash = sorted(set(components) & set(RESERVED))
+    if clash:
+        raise ValueError(f"component names {', '.join(clash)} are checkpoint keys of the run's own")
+    return components
+
+
+def restore(ckpt: dict, path: str, env_name: str, obs_shape: Sequence[int], envs: Any,
+            components: Mapping[str, Stateful]) -> None:
+    """Load the checkpoint ``ckpt`` (read from ``path``) into the run's ``components`` and the
+    normalizer of ``envs`` (a vector env, or the Ray workers), and torch's RNG; ``CheckpointError``
+    (one line, "--resume: ...") unless it was saved for ``env_name``, these observations
+    (``obs_shape``) and actions, and holds a state of each component."""
+    try:
+        check_checkpoint(ckpt, path, env_name, obs_shape, envs.action_space)
+        states = component_states(ckpt, components)
+        for name, component in components.items():
+            if states.get(name) is None:
+                raise CheckpointError(f"{path} was trained without {name!r} (it holds no state "
+                                      "of it)")
+            component.load_state_dict(states[name])
+    except (CheckpointError, RuntimeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"--resume: {str(e).splitlines()[0]}") from None
+    if ckpt["obs_rms"] is not None:
+        vec_norm = get_vec_normalize(envs)
+        assert vec_norm is not None  # the checkpoint's env (checked above) normalizes
+        vec_norm.load_state_dict(ckpt["obs_rms"])
+    torch.set_rng_state(ckpt["torch_rng"])
 
 
 def find_checkpoint(load_dir: str, env_name: Optional[str], algo: Optional[str] = None,

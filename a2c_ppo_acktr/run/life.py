@@ -43,7 +43,7 @@ StateFn = Callable[[int, Optional[dict]], dict]
 
 @dataclass
 class Run:
-    """What ``run.start.start`` built for the loop, and its life around the updates; ``close``
+    """What ``run.start.start`` opened for the loop, and its life around the updates; ``close``
     releases it.
 
     ``settings``' ``log_interval`` / ``save_interval`` / ``eval_interval`` (None: never) count

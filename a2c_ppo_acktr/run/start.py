@@ -20,7 +20,6 @@ import torch
 
 from a2c_ppo_acktr import speed
 from a2c_ppo_acktr.config import Config
-from a2c_ppo_acktr.envs.ids import check_env_id
 from a2c_ppo_acktr.errors import (
     CheckpointError,
     Error,
@@ -32,17 +31,10 @@ from a2c_ppo_acktr.errors import (
     program,
     warn,
 )
-from a2c_ppo_acktr.run.build import (
-    build_collector,
-    build_evaluations,
-    build_final_evaluation,
-    build_run,
-    run_components,
-)
+from a2c_ppo_acktr.run.build import build
 from a2c_ppo_acktr.run.checkpoint import checkpoint_state, load_checkpoint, run_paths, write_config
 from a2c_ppo_acktr.run.interrupt import Interrupted, StopRequest
 from a2c_ppo_acktr.run.life import Run, open_logs
-from a2c_ppo_acktr.run.resume import resume_exactly
 from a2c_ppo_acktr.run.rundir import RunLocks, abandon, check_run, left_behind, make_run_dirs
 from a2c_ppo_acktr.run.tracking import start_tracking
 from a2c_ppo_acktr.sampling.ddp import DDP
@@ -130,9 +122,10 @@ def speed_line(applied: list[str]) -> str:
 
 
 def start(cfg: Config, stop: StopRequest) -> Run:
-    """Check the inputs (``Error`` when bad, before anything is on disk), then build the run:
-    directories, envs, policy, agent, restored on --resume, and the collector. A signal
-    meanwhile (``stop``) undoes what was built and raises ``Interrupted``."""
+    """Check what is on disk (``Error`` when bad, before anything is written) and read the
+    checkpoint on --resume, make the run's directories, build the run (``build.build``), then
+    write its config and start its tracking. A signal meanwhile (``stop``) undoes what was built
+    and raises ``Interrupted``."""
     paths = run_paths(cfg.run)
     ddp = DDP.from_env(cfg.run.cuda)  # under torchrun: this process is one rank of one learner
     rank, lead = (ddp.rank, ddp.is_lead) if ddp else (0, True)
@@ -143,7 +136,6 @@ def start(cfg: Config, stop: StopRequest) -> Run:
 
     if lead:
         check_run(cfg.run, paths)
-    check_env_id(cfg.env.env_name)
     resumed = None
     if cfg.run.resume:
         assert paths.checkpoint is not None  # rundir.check_run refuses --resume without one
@@ -170,32 +162,16 @@ def start(cfg: Config, stop: StopRequest) -> Run:
     created = make_run_dirs(cfg.run, paths, resumed) if lead else []
     if ddp:
         ddp.barrier()  # the other ranks write monitor files once rank 0 has cleaned the dir
-    envs = collector = None
+    parts = None
     try:
-        envs, actor_critic, agent, reward_models = build_run(cfg, paths, device, resumed, rank)
-        components = run_components(actor_critic, agent, reward_models)  # what checkpoints keep
+        parts = build(cfg, paths, device, resumed, ddp)  # closed by itself on its own failures
         stop_if_asked()
         if lead:
             write_config(cfg.record, paths.log_dir)
-        if ddp:
-            ddp.average_gradients(actor_critic)  # every backward ends with the ranks' mean gradient
-            if resumed and rank:
-                torch.manual_seed(cfg.run.seed + rank + env_steps)  # the saved RNG state is rank 0's
-        steps_per_update = cfg.sampling.num_steps * envs.num_envs * (ddp.world_size if ddp else 1)
-        updates = range(env_steps // steps_per_update, cfg.run.num_env_steps // steps_per_update)
-        collector = build_collector(cfg, paths, envs, actor_critic, device, ddp, len(updates))
-        # The speed seam, once, on the learner's policy and agent (not on a sampler thread's
-        # policy, which is running, nor on the Ray workers'): the same numbers, faster.
-        sped = speed.speed_up(actor_critic, agent, compiled=cfg.run.compile)
-        evaluator = build_evaluations(cfg, paths, collector, device)
-        inexact = resume_exactly(collector, resumed) if resumed else None
-        stop_if_asked()
         tracker = start_tracking(cfg.run, cfg.record, paths) if lead else None  # last: it cannot be undone
     except BaseException:
-        if collector is not None:  # closes the envs too
-            collector.close()
-        elif envs is not None:  # build_run closes them itself on its own failures
-            envs.close()
+        if parts is not None:  # closes the envs too
+            parts.collector.close()
         if lead:
             abandon(paths, created, bool(resumed))
         raise
@@ -205,21 +181,22 @@ def start(cfg: Config, stop: StopRequest) -> Run:
             warn(warning)
         for note in cfg.notes:  # the recipe's values, or what a resumed run changed
             print(note, flush=True)
-        if inexact:
-            warn(f"--resume continues approximately, from new episodes: {inexact}")
+        if parts.inexact:
+            warn(f"--resume continues approximately, from new episodes: {parts.inexact}")
         print(f"run files: log directory {paths.log_dir}/, checkpoint "
               f"{paths.checkpoint or 'none (--save-dir is empty)'}", flush=True)
+        updates, steps_per_update = parts.updates, parts.steps_per_update
         total = updates.stop * steps_per_update
         print(f"training {total:,} steps: {updates.stop:,} updates of {steps_per_update:,}"
               + (f" (--num-env-steps {cfg.run.num_env_steps:,} rounded down to whole updates)"
                  if total != cfg.run.num_env_steps else "")
               + (f", resumed after {env_steps:,}" if resumed else ""), flush=True)
-        print(speed_line(sped), flush=True)
+        print(speed_line(parts.sped), flush=True)
         logs = open_logs(paths, bool(resumed), cfg.record, cfg.run.eval_interval is not None,
                          tracker)
-    return Run(paths, lead, collector, actor_critic, agent, list(reward_models.values()), updates,
-               steps_per_update, evaluator, stop=stop, ddp=ddp,
-               state=functools.partial(checkpoint_state, cfg, components, collector),
+    return Run(paths, lead, parts.collector, parts.actor_critic, parts.agent,
+               list(parts.reward_models.values()), parts.updates, parts.steps_per_update,
+               parts.evaluator, stop=stop, ddp=ddp,
+               state=functools.partial(checkpoint_state, cfg, parts.components, parts.collector),
                settings=cfg.run, logs=logs, tracker=tracker, created=created,
-               saved_steps=env_steps if resumed else None,
-               final_eval=build_final_evaluation(cfg, paths, collector, device))
+               saved_steps=env_steps if resumed else None, final_eval=parts.final_eval)

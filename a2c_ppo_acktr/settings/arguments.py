@@ -14,6 +14,7 @@ import torch
 from a2c_ppo_acktr.config import PARTS, Config, declarations
 from a2c_ppo_acktr.config.env import parse_env_kwargs
 from a2c_ppo_acktr.config.flag import declared
+from a2c_ppo_acktr.envs.ids import check_env_id
 from a2c_ppo_acktr.errors import Error, fail
 from a2c_ppo_acktr.settings import flag_table
 from a2c_ppo_acktr.settings.checks import check_outputs, check_precision, check_together
@@ -61,7 +62,8 @@ def build_parser() -> Parser:
 def get_args(argv: Optional[list[str]] = None,
              parser: Optional[Parser] = None) -> argparse.Namespace:
     """main.py's arguments: defaults, --recipe, the saved flags on --resume, the command line
-    (settings/resolve.py), each layer's values checked as it is read, then how they go together; with
+    (settings/resolve.py), each layer's values checked as it is read, then how they go together
+    and that --env-name names a registered env (``envs.ids.check_env_id``); with
     ``notes`` and ``config`` for the run's log and files, ``warnings`` and ``cuda``.
     ``parser``: ``build_parser()``'s, its defaults perhaps changed (a checkpoint's flags)."""
     try:
@@ -80,6 +82,8 @@ def get_args(argv: Optional[list[str]] = None,
     args.cuda = not args.no_cuda and torch.cuda.is_available()  # only now: it initializes CUDA
     try:
         check_precision(args.precision, args.cuda)
+        # The id's module (``module:EnvId``) is imported only now, with CUDA hidden as asked.
+        check_env_id(args.env_name)
     except Error as e:
         fail(str(e))
     return args

@@ -20,12 +20,13 @@ from a2c_ppo_acktr.deploy.playback import play_envs
 from a2c_ppo_acktr.envs import get_vec_normalize, make_vec_envs, normalizer_state
 from a2c_ppo_acktr.evaluation import run_episodes
 from a2c_ppo_acktr.model import make_policy, policy_kwargs
-from a2c_ppo_acktr.run.build import make_agent, run_components
+from a2c_ppo_acktr.run.build import make_agent
 from a2c_ppo_acktr.run.checkpoint import (
     build_policy,
     checkpoint_state,
     find_checkpoint,
     load_policy_checkpoint,
+    run_components,
     save_checkpoint,
 )
 from a2c_ppo_acktr.settings.arguments import config_from_args, get_args

@@ -15,7 +15,7 @@ from gymnasium import spaces
 
 import main
 from a2c_ppo_acktr.envs import get_vec_normalize
-from a2c_ppo_acktr.run import start
+from a2c_ppo_acktr.run import build
 from a2c_ppo_acktr.run.checkpoint import load_checkpoint, run_paths
 from a2c_ppo_acktr.settings.arguments import get_args
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -382,14 +382,14 @@ def test_signal_while_the_package_imports_gymnasium_exits_in_one_line(tmp_path):
 @pytest.mark.slow
 def test_signal_while_building_undoes_the_run_in_one_line(tmp_path, capsys, monkeypatch):
     """SIGTERM once the run's directories and envs are made: they are removed and closed."""
-    build, built = start.build_collector, []
+    make, built = build.build_collector, []
 
     def build_then_sigterm(*args, **kwargs):
-        built.append(build(*args, **kwargs))
+        built.append(make(*args, **kwargs))
         os.kill(os.getpid(), signal.SIGTERM)  # to StopRequest's handler: a request, not an end
         return built[-1]
 
-    monkeypatch.setattr(start, "build_collector", build_then_sigterm)
+    monkeypatch.setattr(build, "build_collector", build_then_sigterm)
     assert main.main(TINY + ["--vec-env", "shmem"] + dirs(tmp_path)) == 143
     ack, line = capsys.readouterr().err.splitlines()
     assert ack.endswith(": SIGTERM: stopping; again to stop now")

@@ -18,7 +18,7 @@ import stable_baselines3.common.monitor as sb3_monitor
 import main
 from a2c_ppo_acktr.algo import A2C_ACKTR
 from a2c_ppo_acktr.envs.normalize import RunningMeanStd
-from a2c_ppo_acktr.run import start
+from a2c_ppo_acktr.run import build
 from a2c_ppo_acktr.run.logger import ScalarLogger
 from gail_experts import generate
 
@@ -59,7 +59,7 @@ def emfile(*args, **kwargs):
 def test_too_many_open_files_is_one_line_at_start_and_mid_run(tmp_path, capsys, monkeypatch):
     limit = f"this process may open {resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,}, ulimit -n"
     with monkeypatch.context() as m:
-        m.setattr(start, "build_collector", emfile)  # the envs' pipes of --vec-env shmem
+        m.setattr(build, "build_collector", emfile)  # the envs' pipes of --vec-env shmem
         one_line(capsys, lambda: main.main(TINY + dirs(tmp_path)), 2,
                  f"error: too many open files (Too many open files; {limit}): raise the limit")
     assert os.listdir(tmp_path) == []
