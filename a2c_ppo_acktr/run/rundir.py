@@ -7,6 +7,7 @@ import errno
 import fcntl
 import glob
 import os
+import tempfile
 from collections.abc import Callable
 
 from a2c_ppo_acktr.config import RunConfig
@@ -122,8 +123,10 @@ def check_dir(path: str, flag: str) -> None:
         raise ConfigError(f"{what}: {existing} is {why}") from None
     if not os.path.isdir(existing):
         raise ConfigError(f"{what}: {existing} is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{what}: {existing} is not writable")
+    try:  # an unnamed file, gone at once (os.access lets root pass /proc, /sys, a read-only fs)
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as e:
+        raise ConfigError(f"{what}: {existing} is not writable ({e.strerror})") from None
 
 
 def _run_files(log_dir):
