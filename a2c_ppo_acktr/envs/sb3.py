@@ -1,8 +1,8 @@
 """SB3's Monitor, ResultsWriter and Atari wrappers, imported without OpenCV.
 
 Any import from ``stable_baselines3`` runs its ``__init__``, which imports every algorithm and,
-through ``atari_wrappers``, OpenCV (``cv2``): 70 ms, and under a ``ulimit -v`` of about 1 GB
-OpenCV's native library crashes the process as it loads (SIGSEGV, no line). Only the classic
+through ``atari_wrappers``, OpenCV (``cv2``), whose native library can crash the process as it
+loads under a tight ``ulimit -v`` (SIGSEGV, no line; docs/details.md's fault table). Only the classic
 Atari stack resizes frames with it, so it is imported there (``opencv``), not by every run.
 """
 import sys

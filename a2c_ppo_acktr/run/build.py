@@ -201,10 +201,8 @@ def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: P
     elif ddp is not None:
         collector = DDPCollector(ddp, envs, actor_critic, *common)
     elif cfg.sampling.in_thread:  # the thread acts with a copy of the policy, one update old
-        obs_shape = space_shape(envs.observation_space)
-        network = policy_kwargs(cfg.policy)
-        behaviour = make_policy(obs_shape, envs.action_space, network, device,
-                                cfg.policy.precision)
+        behaviour = make_policy(space_shape(envs.observation_space), envs.action_space,
+                                policy_kwargs(cfg.policy), device, cfg.policy.precision)
         collector = AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)
     else:
         collector = Collector(envs, actor_critic, *common)
@@ -221,22 +219,18 @@ def build_evaluations(cfg: Config, paths: RunPaths, collector: Collector, device
     ``--final-eval-episodes``' at the run's end (None when 0), in the Ray workers' Evaluator
     actor (off the learner's path) or in this process, with the statistics of the rollout last
     collected."""
-    evaluator: Evaluations
-    if isinstance(collector.envs, WorkerGroup):
-        evaluator = collector.envs
-    else:
-        evaluate_fn = functools.partial(evaluate, env_name=cfg.env.env_name, seed=cfg.env.seed,
-                                        num_processes=cfg.env.num_processes,
-                                        eval_log_dir=paths.eval_dir, device=device,
-                                        **cfg.env.options)
-        evaluator = InlineEvaluations(evaluate_fn, lambda: collector.obs_rms)
     episodes = cfg.run.final_eval_episodes
-    if not episodes:
-        return evaluator, None
     if isinstance(collector.envs, WorkerGroup):
         workers = collector.envs
-        return evaluator, lambda policy, env_steps: workers.final_evaluation(
-            policy, env_steps, episodes, paths.log_dir)
+        return workers, (functools.partial(workers.final_evaluation, episodes=episodes,
+                                           log_dir=paths.log_dir) if episodes else None)
+    evaluate_fn = functools.partial(evaluate, env_name=cfg.env.env_name, seed=cfg.env.seed,
+                                    num_processes=cfg.env.num_processes,
+                                    eval_log_dir=paths.eval_dir, device=device,
+                                    **cfg.env.options)
+    evaluator = InlineEvaluations(evaluate_fn, lambda: collector.obs_rms)
+    if not episodes:
+        return evaluator, None
 
     def final(policy: Policy, env_steps: int) -> dict:
         return final_evaluation(policy, collector.obs_rms, env_steps, episodes, paths.log_dir,

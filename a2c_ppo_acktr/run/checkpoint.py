@@ -30,7 +30,7 @@ from a2c_ppo_acktr.config import Config
 from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize
 from a2c_ppo_acktr.envs.ids import env_file_name
 from a2c_ppo_acktr.envs.vec_env import space_shape
-from a2c_ppo_acktr.errors import CheckpointError, ConfigError
+from a2c_ppo_acktr.errors import CheckpointError, ConfigError, first_line
 from a2c_ppo_acktr.evaluation import freeze_normalization
 from a2c_ppo_acktr.files import save_atomic, save_json
 from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
@@ -244,7 +244,7 @@ def restore(ckpt: dict, path: str, env_name: str, obs_shape: Sequence[int], envs
                                       "of it)")
             component.load_state_dict(states[name])
     except (CheckpointError, RuntimeError, ValueError, KeyError) as e:
-        raise CheckpointError(f"--resume: {str(e).splitlines()[0]}") from None
+        raise CheckpointError(f"--resume: {first_line(e)}") from None
     if ckpt["obs_rms"] is not None:
         vec_norm = get_vec_normalize(envs)
         assert vec_norm is not None  # the checkpoint's env (checked above) normalizes
