@@ -18,6 +18,7 @@ from a2c_ppo_acktr.distributions import (
     MultiCategorical,
     init,
 )
+from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import ConfigError
 from a2c_ppo_acktr.value_norm import ValueNorm
 
@@ -47,9 +48,8 @@ def policy_kwargs(cfg: PolicyConfig) -> dict:
 def make_policy(obs_shape: Sequence[int], action_space: gym.Space, kwargs: dict,
                 device: torch.device | str = "cpu", precision: str = "fp32") -> "Policy":
     """The one way the package builds a ``Policy``: from ``kwargs`` as ``policy_kwargs`` gives them
-    (from flags, or a checkpoint's copy), on ``device``, computing in ``precision`` (not the
-    network's shape: no checkpoint keeps it). ``ConfigError`` for a keyword this version of
-    ``Policy`` does not take (a checkpoint saved by a newer version)."""
+    (flags: ``policy_for``; or a checkpoint's copy), on ``device``, computing in ``precision``.
+    ``ConfigError`` for a keyword this ``Policy`` does not take (a newer version's checkpoint)."""
     unknown = sorted(set(kwargs) - set(inspect.signature(Policy).parameters))
     if unknown:
         raise ConfigError(f"policy settings this version does not know ({', '.join(unknown)}); "
@@ -63,9 +63,15 @@ def make_policy(obs_shape: Sequence[int], action_space: gym.Space, kwargs: dict,
     return Policy(obs_shape, action_space, **kwargs, precision=precision).to(device)
 
 
+def policy_for(observation_space: gym.Space, action_space: gym.Space, cfg: PolicyConfig,
+               device: torch.device | str = "cpu") -> "Policy":
+    """The policy ``cfg``'s flags describe, for an env's spaces."""
+    kwargs = policy_kwargs(cfg)
+    return make_policy(space_shape(observation_space), action_space, kwargs, device, cfg.precision)
+
+
 def default_base(obs_shape: Sequence[int]) -> "Callable[..., NNBase]":
-    """The base ``Policy`` builds on ``obs_shape``: ``CNNBase`` for images (C, H, W),
-    ``MLPBase`` for vectors."""
+    """The base for ``obs_shape``: ``CNNBase`` for images (C, H, W), ``MLPBase`` for vectors."""
     if len(obs_shape) in (1, 3):
         return CNNBase if len(obs_shape) == 3 else MLPBase
     raise ConfigError(f"observation shape {tuple(obs_shape)} is not supported: expected a "
@@ -132,8 +138,7 @@ class Policy(nn.Module):
         """Size of rnn_hxs; 1 for feed-forward policies so storage code has one shape."""
         return self.base.recurrent_hidden_state_size
 
-    def forward(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
-                masks: torch.Tensor) -> NoReturn:
+    def forward(self, *inputs: torch.Tensor) -> NoReturn:
         raise NotImplementedError("use act, get_value or evaluate_actions")
 
     def forward_base(self, inputs: torch.Tensor, rnn_hxs: torch.Tensor,
@@ -229,8 +234,8 @@ class NNBase(nn.Module):
         return self._hidden_size
 
     def _value(self, x: torch.Tensor) -> torch.Tensor:
-        """``critic_linear(x)``, in fp32 even under bf16 autocast (``Policy(precision="bf16")``):
-        values feed the returns, and bf16 would round a value of 20 to a multiple of 0.125."""
+        """``critic_linear(x)`` in fp32 even under bf16 autocast: values feed the returns, and bf16
+        would round a value of 20 to a multiple of 0.125."""
         if not torch.is_autocast_enabled(x.device.type):
             return self.critic_linear(x)
         with torch.autocast(x.device.type, enabled=False):
@@ -240,10 +245,8 @@ class NNBase(nn.Module):
                      masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (T*N, D) time-major, hxs (N, H), masks (T*N, 1) -> outputs (T*N, H), final hxs (N, H).
 
-        A mask of 0 at step t means a new episode starts at t: the state entering t is zeroed.
-        The sequence is cut at those steps so the GRU runs on whole segments (cuDNN-friendly),
-        which equals stepping one at a time.
-        """
+        A mask of 0 at step t starts a new episode: the state entering t is zeroed. The GRU runs
+        on the whole segments between those steps (cuDNN-friendly), as stepping one at a time."""
         if x.size(0) == hxs.size(0):  # a single step for each of the N envs
             x, hxs = self.gru(x.unsqueeze(0), (hxs * masks).unsqueeze(0))
             return x.squeeze(0), hxs.squeeze(0)

@@ -9,7 +9,7 @@ import torch.nn as nn
 from gymnasium import spaces
 
 from a2c_ppo_acktr.errors import ConfigError
-from a2c_ppo_acktr.model import CNNBase, MLPBase, Policy, make_policy, policy_kwargs
+from a2c_ppo_acktr.model import CNNBase, MLPBase, Policy, make_policy, policy_for, policy_kwargs
 
 pytestmark = pytest.mark.research  # the research tier: what a change to the core needs
 
@@ -199,6 +199,22 @@ def test_make_policy_builds_what_the_kwargs_say_and_refuses_unknown_ones():
     with pytest.raises(ConfigError, match=r"policy settings this version does not know "
                                           r"\(action_noise, base_depth\)"):
         make_policy((5,), spaces.Discrete(2), {**kwargs, "base_depth": 3, "action_noise": 0.1})
+
+
+def test_policy_for_builds_the_network_the_flags_describe_for_the_spaces():
+    """The run's, the async sampler's and the Ray actors' policy: ``make_policy`` of the flags'
+    ``policy_kwargs`` on the observation space's shape, in the flags' precision."""
+    from a2c_ppo_acktr.settings.arguments import get_config
+    cfg = get_config(["--hidden-size", "16", "--activation", "relu", "--log-std-init", "-1"]).policy
+    obs, act = spaces.Box(-1, 1, (5,), np.float32), spaces.Box(-1, 1, (2,), np.float32)
+    torch.manual_seed(0)
+    policy = policy_for(obs, act, cfg)
+    torch.manual_seed(0)
+    direct = Policy((5,), act, **policy_kwargs(cfg))
+    for name, value in direct.state_dict().items():
+        torch.testing.assert_close(policy.state_dict()[name], value, rtol=0, atol=0)
+    assert policy.base.actor[0].out_features == 16 and isinstance(policy.base.actor[1], nn.ReLU)
+    assert policy.precision == cfg.precision == "fp32"
 
 
 class DropoutMLPBase(MLPBase):

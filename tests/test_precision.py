@@ -146,8 +146,8 @@ def test_bf16_run_trains_and_saves_fp32(tmp_path, monkeypatch, capsys):
     """main.py with --precision bf16, the CPU check answered yes: the run's policy is bf16, its
     checkpoint fp32 and loadable by an fp32 policy."""
     monkeypatch.setattr(speed, "cpu_has_native_bf16", lambda: True)
-    built, make_policy = [], build.make_policy
-    monkeypatch.setattr(build, "make_policy", lambda *a: built.append(make_policy(*a)) or built[-1])
+    built, policy_for = [], build.policy_for
+    monkeypatch.setattr(build, "policy_for", lambda *a: built.append(policy_for(*a)) or built[-1])
     paths = run(tmp_path, SHORT + ["--algo", "ppo", "--num-mini-batch", "2", "--precision", "bf16",
                                    "--no-cuda"])
     assert built[0].precision == "bf16"

@@ -24,7 +24,7 @@ from a2c_ppo_acktr.envs import TorchVecEnv, get_vec_normalize, make_vec_envs
 from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.errors import CheckpointError, ConfigError
 from a2c_ppo_acktr.evaluation import Evaluations, InlineEvaluations, evaluate, final_evaluation
-from a2c_ppo_acktr.model import Policy, make_policy, policy_kwargs
+from a2c_ppo_acktr.model import Policy, policy_for
 from a2c_ppo_acktr.rollout import Collector
 from a2c_ppo_acktr.run.checkpoint import RunPaths, restore, run_components
 from a2c_ppo_acktr.run.resume import resume_exactly
@@ -163,9 +163,7 @@ def build_run(cfg: Config, paths: RunPaths, device: torch.device,
         # on image batches do gain (docs/benchmarks.md, "Measured code choices").
         obs_shape = space_shape(envs.observation_space)
         torch.set_num_threads(1 if len(obs_shape) == 1 else DEFAULT_THREADS)
-        network = policy_kwargs(cfg.policy)  # the base's flags
-        actor_critic = make_policy(obs_shape, envs.action_space, network, device,
-                                   cfg.policy.precision)
+        actor_critic = policy_for(envs.observation_space, envs.action_space, cfg.policy, device)
         agent = make_agent(cfg.algo, actor_critic, learner_generator(cfg, env_steps, device))
         reward_models = make_reward_models(cfg, envs, device)
         if resumed:
@@ -201,8 +199,7 @@ def build_collector(cfg: Config, paths: RunPaths, envs: RunEnvs, actor_critic: P
     elif ddp is not None:
         collector = DDPCollector(ddp, envs, actor_critic, *common)
     elif cfg.sampling.in_thread:  # the thread acts with a copy of the policy, one update old
-        behaviour = make_policy(space_shape(envs.observation_space), envs.action_space,
-                                policy_kwargs(cfg.policy), device, cfg.policy.precision)
+        behaviour = policy_for(envs.observation_space, envs.action_space, cfg.policy, device)
         collector = AsyncCollector(envs, actor_critic, behaviour, *common, num_rollouts)
     else:
         collector = Collector(envs, actor_critic, *common)

@@ -28,7 +28,7 @@ from a2c_ppo_acktr.envs import TorchVecEnv, frame_channels, get_vec_normalize, m
 from a2c_ppo_acktr.envs.processes import signals_stay_here
 from a2c_ppo_acktr.envs.vec_env import space_shape
 from a2c_ppo_acktr.evaluation import evaluate, evaluation_row, final_returns
-from a2c_ppo_acktr.model import make_policy, policy_kwargs
+from a2c_ppo_acktr.model import policy_for
 from a2c_ppo_acktr.rollout import collect_rollout
 from a2c_ppo_acktr.sampling.reaper import Reaper
 from a2c_ppo_acktr.storage import RolloutStorage
@@ -140,8 +140,7 @@ class RolloutWorker:
                                          first_rank=self.index * env.num_processes,
                                          env_timeout=env.env_timeout, **env.options)
         space = envs.observation_space
-        self.policy = make_policy(space_shape(space), envs.action_space,
-                                  policy_kwargs(self.cfg.policy))
+        self.policy = policy_for(space, envs.action_space, self.cfg.policy)
         obs = envs.reset()
         self.rollouts = RolloutStorage(sampling.num_steps, env.num_processes, space_shape(space),
                                        envs.action_space,
@@ -225,8 +224,7 @@ class Evaluator:
                  action_space: gym.Space, eval_log_dir: str) -> None:
         torch.set_num_threads(1)
         self.env, self.eval_log_dir = cfg.env, eval_log_dir
-        self.policy = make_policy(space_shape(observation_space), action_space,
-                                  policy_kwargs(cfg.policy))
+        self.policy = policy_for(observation_space, action_space, cfg.policy)
 
     def evaluate(self, snapshot: dict[str, Any], update: int, env_steps: int) -> dict:
         os.makedirs(self.eval_log_dir, exist_ok=True)
