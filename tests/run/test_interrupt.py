@@ -111,11 +111,13 @@ def test_a_handler_set_inside_is_not_put_back_over():
     """A torchrun rank that stops on a failure ignores torchrun's SIGTERM from then on
     (sampling/ddp.py): leaving the StopRequest keeps it ignored."""
     previous = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signal.SIGINT)  # whatever an earlier test in this process left
     try:
         with StopRequest():
+            assert signal.getsignal(signal.SIGINT) is not before
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
-        assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # the others put back
+        assert signal.getsignal(signal.SIGINT) is before  # the others put back
     finally:
         signal.signal(signal.SIGTERM, previous)
 

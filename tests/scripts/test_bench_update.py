@@ -33,3 +33,21 @@ def test_vs_another_tree_prints_each_pair_and_the_median():
                           re.M)) == 2
     ratio = float(re.search(r"median ratio this code / .* (\d+\.\d\d) \(", out).group(1))
     assert 0.2 < ratio < 5
+
+
+@pytest.mark.slow
+def test_a_recipe_update_is_timed_as_main_builds_it():
+    """Hopper's tuned recipe: 10 epochs x 32 minibatches, each step timed with the speed seam."""
+    out = _run("--recipe", "tuned", "--env", "Hopper-v5", "--updates", "1")
+    us, per_step, steps = re.match(r"Hopper-v5 --recipe tuned: (\d+) us per update, (\d+) us per "
+                                   r"gradient step \((\d+) per update\); first update \d+\.\d s",
+                                   out).groups()
+    assert int(steps) == 320 and 0 < int(per_step) * 320 <= int(us) + 320
+
+
+@pytest.mark.slow
+def test_recipe_without_env_is_one_line():
+    proc = subprocess.run([sys.executable, SCRIPT, "--recipe", "tuned"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+        "update.py: error: --recipe and --env go together, without --vs; --compile needs them")
