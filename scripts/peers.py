@@ -37,7 +37,9 @@ from typing import Any
 
 import gymnasium as gym
 
-from a2c_ppo_acktr.errors import fail
+from a2c_ppo_acktr.config.env import parse_env_kwargs
+from a2c_ppo_acktr.envs import check_env_kwargs
+from a2c_ppo_acktr.errors import ConfigError, fail
 from a2c_ppo_acktr.evaluation import FINAL_EVAL_SEED, evaluation_row, write_final_eval
 from a2c_ppo_acktr.run.checkpoint import CONFIG_FILE, run_paths, write_config
 from a2c_ppo_acktr.run.logger import ScalarLogger
@@ -54,6 +56,9 @@ def build_parser() -> Parser:
     p.add_argument("--peer", required=True, help=f"the library to run: {' | '.join(PEERS)}")
     p.add_argument("--algo", required=True, help=f"its algorithm: {' | '.join(ALGOS)}")
     p.add_argument("--env-name", required=True, help="a gymnasium id, e.g. Hopper-v5")
+    p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="keyword arguments for gym.make, as main.py's (a recipe's, e.g. Ant-v5's "
+                   "include_cfrc_ext_in_observation=False): the peer's envs are ours")
     p.add_argument("--seeds", type=int, nargs="+", required=True, help="one run per seed")
     p.add_argument("--num-env-steps", type=count, default=1_000_000,
                    help="the budget; the zoo's own where that is shorter (default: 1000000)")
@@ -124,6 +129,11 @@ def check(args: argparse.Namespace) -> dict:
     except gym.error.Error as e:
         fail(f"--env-name {args.env_name!r}: the peer cannot make it ({e})", prog="peers.py")
     try:
+        args.env_kwargs = parse_env_kwargs(args.env_kwargs)
+        check_env_kwargs(args.env_name, args.env_kwargs)
+    except ConfigError as e:
+        fail(str(e), prog="peers.py")
+    try:
         entry, values, note = zoo_entry(args.algo, args.env_name)
     except ValueError as e:
         fail(str(e), prog="peers.py")
@@ -158,14 +168,15 @@ def versions(peer: str) -> dict:
             "gymnasium": metadata.version("gymnasium")}
 
 
-def evaluate_sb3(model: Any, train_env: Any, env_name: str, episodes: int, seed: int) -> list:
+def evaluate_sb3(model: Any, train_env: Any, env_name: str, episodes: int, seed: int,
+                 env_kwargs: dict | None = None) -> list:
     """``episodes`` deterministic episodes, one on each of as many fresh envs seeded from
     ``seed``, the training normalizer's statistics frozen: their raw returns."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
-    env = make_vec_env(env_name, n_envs=episodes, seed=seed)
+    env = make_vec_env(env_name, n_envs=episodes, seed=seed, env_kwargs=env_kwargs)
     if isinstance(train_env, VecNormalize):
         env = VecNormalize(env, training=False, norm_reward=False)
         env.obs_rms = train_env.obs_rms.copy()
@@ -194,10 +205,12 @@ def run_sb3(args: argparse.Namespace, zoo: dict, seed: int) -> float:
     for name in os.listdir(paths.log_dir):  # --overwrite: this peer's earlier run
         if name.endswith(".monitor.csv") or name in ("final_eval.json", CONFIG_FILE):
             os.remove(os.path.join(paths.log_dir, name))
-    env = make_vec_env(args.env_name, n_envs=manager.n_envs, seed=seed, monitor_dir=paths.log_dir)
+    env = make_vec_env(args.env_name, n_envs=manager.n_envs, seed=seed, monitor_dir=paths.log_dir,
+                       env_kwargs=args.env_kwargs)
     if manager.normalize:
         env = VecNormalize(env, **manager.normalize_kwargs)
-    record = {"peer": args.peer, "algo": args.algo, "env_name": args.env_name, "seed": seed,
+    record = {"peer": args.peer, "algo": args.algo, "env_name": args.env_name,
+              "env_kwargs": args.env_kwargs, "seed": seed,
               "versions": versions(args.peer), "zoo_entry": zoo["entry"], "zoo_note": zoo["note"],
               "zoo_hyperparams": {k: str(v) if not isinstance(v, int | float | bool) else v
                                   for k, v in saved.items()},
@@ -218,7 +231,7 @@ def run_sb3(args: argparse.Namespace, zoo: dict, seed: int) -> float:
             if self.num_timesteps // args.eval_every > (self.num_timesteps - env.num_envs) \
                     // args.eval_every:
                 returns = evaluate_sb3(self.model, env, args.env_name, args.eval_episodes,
-                                       seed + EVAL_SEED)
+                                       seed + EVAL_SEED, args.env_kwargs)
                 row = evaluation_row(self.num_timesteps // (self.model.n_steps * env.num_envs),
                                      self.num_timesteps, returns)
                 curve.log(row, self.num_timesteps)
@@ -231,7 +244,7 @@ def run_sb3(args: argparse.Namespace, zoo: dict, seed: int) -> float:
     finally:
         curve.close()
     returns = evaluate_sb3(model, env, args.env_name, args.final_eval_episodes,
-                           seed + FINAL_EVAL_SEED)
+                           seed + FINAL_EVAL_SEED, args.env_kwargs)
     env.close()
     return write_final_eval(paths.log_dir, int(model.num_timesteps), returns,
                             seed + FINAL_EVAL_SEED)["mean_return"]

@@ -15,13 +15,16 @@ metric a side has no files for (a run without ``final_eval.json`` or ``eval/eval
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import sys
 
 import compare as compare_py
 from a2c_ppo_acktr.analysis import metrics, stats
+from a2c_ppo_acktr.config.env import parse_env_kwargs
 from a2c_ppo_acktr.errors import LogError
+from a2c_ppo_acktr.run.checkpoint import CONFIG_FILE
 from a2c_ppo_acktr.settings.arguments import Parser
 from a2c_ppo_acktr.settings.checks import count
 
@@ -54,6 +57,11 @@ def rows(ours: dict, peer: dict, name: str, resamples: int) -> tuple[list[str], 
         seeds = sorted(set(ours[env]) & set(peer[env]))
         if not seeds:
             continue
+        kwargs = {repr(env_kwargs_of(d))
+                  for d in [ours[env][s] for s in seeds] + [peer[env][s] for s in seeds]}
+        if len(kwargs) > 1:
+            notes.append(f"{env}: the runs made their envs with other gym.make kwargs "
+                         f"({', '.join(sorted(kwargs))}): not the same env")
         specs = [(name, [peer[env][s] for s in seeds]), ("ours", [ours[env][s] for s in seeds])]
         try:
             runs, dirs = compare_py.load(specs)
@@ -76,6 +84,19 @@ def rows(ours: dict, peer: dict, name: str, resamples: int) -> tuple[list[str], 
                          f"{stats.interval_text(p['p'], p['ci'], 2)} | "
                          f"{per_seed(by['ours'])}; {per_seed(by[name])} |")
     return lines, notes
+
+
+def env_kwargs_of(run_dir: str) -> dict:
+    """The gym.make keyword arguments a run's config.json records: ours as ``--env-kwargs``
+    flags, a peer's as a dict."""
+    try:
+        with open(os.path.join(run_dir, CONFIG_FILE)) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if "flags" in config:
+        return parse_env_kwargs(config["flags"].get("env_kwargs") or [])
+    return config.get("env_kwargs") or {}
 
 
 def per_seed(scores: list[float]) -> str:

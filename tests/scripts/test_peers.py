@@ -70,6 +70,23 @@ def test_a_seed_is_a_run_in_our_layout_with_the_zoos_hyperparameters(tmp_path, c
         pytest.approx(max(float(row.split(",")[3]) for row in curve[1:]))
 
 
+def test_env_kwargs_make_the_peers_envs_as_ours(tmp_path):
+    """--env-kwargs as main.py's: the training, evaluation and final envs take them, and
+    config.json records them (Sutton and Barto's CartPole reward: 0 a step, -1 at the fall)."""
+    out = tmp_path / "peers"
+    assert peers.main(["--peer", "sb3", "--algo", "ppo", "--env-name", "CartPole-v1", "--seeds",
+                       "1", "--num-env-steps", "512", "--eval-every", "512", "--eval-episodes",
+                       "2", "--final-eval-episodes", "2", "--env-kwargs",
+                       "sutton_barto_reward=True", "--out", str(out)]) == 0
+    run = out / "ppo" / "CartPole-v1_seed1"
+    assert json.loads((run / "config.json").read_text())["env_kwargs"] == {
+        "sutton_barto_reward": True}
+    returns = [float(row.split(",")[0]) for f in run.glob("*.monitor.csv")
+               for row in f.read_text().splitlines()[2:]]
+    assert returns and all(r <= 0 for r in returns)
+    assert json.loads((run / "final_eval.json").read_text())["mean_return"] <= 0
+
+
 def test_a_v5_id_without_an_entry_takes_its_v4_entry_and_says_so():
     entry, values, note = peers.zoo_entry("ppo", "Hopper-v5")
     assert entry == "Hopper-v4" and values == zoo_yml("ppo")["Hopper-v4"]
@@ -80,6 +97,8 @@ def test_a_v5_id_without_an_entry_takes_its_v4_entry_and_says_so():
     ({"--peer": "tianshou"}, "unknown --peer 'tianshou'; expected one of: sb3"),
     ({"--algo": "sac"}, "unknown --algo 'sac'; expected one of: ppo, a2c"),
     ({"--env-name": "NoSuchEnv-v0"}, "--env-name 'NoSuchEnv-v0': the peer cannot make it"),
+    ({"--env-kwargs": "no_such_key=1"}, "CartPole-v1 rejects env kwargs {'no_such_key': 1}"),
+    ({"--env-kwargs": "oops"}, "--env-kwargs expects KEY=VALUE pairs"),
     ({"--env-name": "Acrobot-v1", "--algo": "ppo"}, None),  # the zoo has it: accepted
 ])
 def test_bad_input_is_one_line_and_creates_nothing(tmp_path, capsys, change, message):

@@ -47,3 +47,24 @@ def test_no_runs_in_common_is_one_line(tmp_path, capsys):
     assert side_by_side.main(["--ours", str(tmp_path / "ours"), "--peer", str(tmp_path / "x"),
                               "--algo", "ppo"]) == 2
     assert "--peer" in capsys.readouterr().err
+
+
+def test_runs_of_other_env_kwargs_are_noted_as_not_the_same_env(tmp_path, capsys):
+    """Ours record --env-kwargs as flags, a peer as a dict; a difference is said under the table."""
+    for seed in (4, 5):
+        write_run(tmp_path / "ours", "ppo", "Ant-v5", seed, 10)
+        write_run(tmp_path / "zoo", "ppo", "Ant-v5", seed, 1)
+        (tmp_path / "ours" / "ppo" / f"Ant-v5_seed{seed}" / "config.json").write_text(json.dumps(
+            {"flags": {"env_kwargs": ["include_cfrc_ext_in_observation=False"]}}))
+        (tmp_path / "zoo" / "ppo" / f"Ant-v5_seed{seed}" / "config.json").write_text(json.dumps(
+            {"peer": "sb3", "env_kwargs": {"include_cfrc_ext_in_observation": False}}))
+    args = ["--ours", str(tmp_path / "ours"), "--peer", str(tmp_path / "zoo"), "--algo", "ppo",
+            "--resamples", "50"]
+    assert side_by_side.main(args) == 0
+    assert "not the same env" not in capsys.readouterr().out
+    (tmp_path / "zoo" / "ppo" / "Ant-v5_seed5" / "config.json").write_text(json.dumps(
+        {"peer": "sb3", "env_kwargs": {}}))
+    assert side_by_side.main(args) == 0
+    out = capsys.readouterr().out
+    assert ("note: Ant-v5: the runs made their envs with other gym.make kwargs ({'include_cfrc_ext"
+            "_in_observation': False}, {}): not the same env") in out
