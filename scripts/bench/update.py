@@ -78,6 +78,7 @@ def time_recipe(recipe: str, env: str, updates: int, compile: bool) -> tuple[flo
     import gymnasium as gym
 
     from a2c_ppo_acktr import speed
+    from a2c_ppo_acktr.envs.vec_env import space_shape
     from a2c_ppo_acktr.model import policy_for
     from a2c_ppo_acktr.run.build import make_agent
     from a2c_ppo_acktr.settings.arguments import get_config
@@ -94,7 +95,7 @@ def time_recipe(recipe: str, env: str, updates: int, compile: bool) -> tuple[flo
         speed.compile_agent(agent, torch.device("cpu"))
     speed.speed_up(policy, agent, compiled=compile)
     n_steps, n_envs = cfg.sampling.num_steps, cfg.env.num_processes
-    rollouts = RolloutStorage(n_steps, n_envs, obs_space.shape, action_space, 1)
+    rollouts = RolloutStorage(n_steps, n_envs, space_shape(obs_space), action_space, 1)
     rollouts.obs.normal_()
     rollouts.actions.uniform_(-1, 1)
     rollouts.action_log_probs.normal_(-3.0, 0.1)
