@@ -110,7 +110,7 @@ def test_bad_arguments_exit_with_one_line(tmp_path, capsys):
                          "(3 * 5 = 15) must be at least --num-mini-batch"),
                         (["--algo", "ppo", "--recurrent-policy", "--num-processes", "3",
                           "--num-mini-batch", "4"], "envs (3) must be at least --num-mini-batch"),
-                        (["--vec-env", "threads"], "--vec-env 'threads'"),
+                        (["--vec-env", "thread"], "--vec-env 'thread'"),
                         (["--action-mean-gain", "0"],
                          "--action-mean-gain must be positive and finite, got 0"),
                         # issue #52: a traceback, or a run that failed at its first update

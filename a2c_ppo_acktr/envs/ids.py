@@ -82,6 +82,11 @@ def is_atari(spec: EnvSpec) -> bool:
     return "ale_py" in str(spec.entry_point)
 
 
+def is_mujoco(spec: EnvSpec) -> bool:
+    """Whether ``spec`` is one of gymnasium's MuJoCo envs."""
+    return isinstance(spec.entry_point, str) and spec.entry_point.startswith("gymnasium.envs.mujoco")
+
+
 def env_file_name(env_name: str) -> str:
     """The env id as a file name (checkpoints, expert files, plots): '/' (namespaced ids such as
     ALE/Pong-v5) becomes '_'; of gymnasium's ``module:EnvId`` form only the id counts."""

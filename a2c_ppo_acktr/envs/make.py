@@ -6,17 +6,18 @@ from gymnasium.envs.registration import EnvSpec
 from a2c_ppo_acktr.envs.ale import SUPPORTED_KWARGS, AleVecEnv, ale_vector_available
 from a2c_ppo_acktr.envs.blocks import DummyVecEnv
 from a2c_ppo_acktr.envs.envpool import EnvpoolVecEnv, envpool_kwargs
-from a2c_ppo_acktr.envs.ids import env_spec, is_atari
+from a2c_ppo_acktr.envs.ids import env_spec, is_atari, is_mujoco
 from a2c_ppo_acktr.envs.native import NativeVecEnv, has_native
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
 from a2c_ppo_acktr.envs.single import check_env_kwargs, make_env
+from a2c_ppo_acktr.envs.threads import ThreadVecEnv
 from a2c_ppo_acktr.envs.torch_vec import VecPyTorch, VecPyTorchFrameStack
 from a2c_ppo_acktr.envs.vec_env import VecEnv, VecEnvWrapper, num_cpus, space_shape
 from a2c_ppo_acktr.envs.watch import watch
 from a2c_ppo_acktr.errors import ConfigError
 
-VEC_ENV_KINDS = ("auto", "dummy", "shmem", "ale", "ale-pipelined", "native", "envpool")
+VEC_ENV_KINDS = ("auto", "dummy", "shmem", "threads", "ale", "ale-pipelined", "native", "envpool")
 _announced: set[tuple[str, str]] = set()
 
 
@@ -32,7 +33,10 @@ def _auto_vec_env(spec: EnvSpec, num_envs: int, render_mode: str | None,
     # Atari, MuJoCo, not classic control / toy text (docs/benchmarks.md, "Measured code choices").
     cheap = str(spec.entry_point).startswith(("gymnasium.envs.classic_control",
                                               "gymnasium.envs.toy_text"))
-    return "shmem" if num_envs > 1 and not cheap and num_cpus() > 2 else "dummy"
+    if num_envs > 1 and not cheap and num_cpus() > 2:
+        return "shmem"
+    # On 2 CPUs, MuJoCo's physics steps outside the GIL: a thread per CPU, no process.
+    return "threads" if num_envs > 1 and num_cpus() == 2 and is_mujoco(spec) else "dummy"
 
 
 def _announce(env_name: str, kind: str, why: str = "") -> None:
@@ -75,7 +79,8 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
 
     The result speaks torch on ``device``: ``reset() -> obs (N, *obs_shape)``, ``step(actions)
     -> obs, reward (N, 1), terminated (N,), truncated (N,), infos`` (``torch_vec.VecPyTorch``).
-    ``vec_env``: ``dummy`` / ``shmem`` (the classic per-env stack, here / in worker processes), ``ale``
+    ``vec_env``: ``dummy`` / ``threads`` / ``shmem`` (the classic per-env stack, here / in a thread
+    per CPU / in worker processes), ``ale``
     (``ale.AleVecEnv``), ``native`` (``native.NativeVecEnv``), ``envpool`` (MuJoCo ids,
     ``envpool.EnvpoolVecEnv``) or ``auto`` (``_auto_vec_env``; never ``envpool``). ``gamma`` None
     normalizes observations only (evaluation); ``log_dir`` None writes no monitor files; ``env_kwargs`` go
@@ -119,7 +124,9 @@ def make_vec_envs(env_name: str, seed: int, num_processes: int, gamma: float | N
         env_fns = [make_env(env_name, seed, first_rank + i, log_dir, allow_early_resets,
                             render_mode, monitor_append, env_kwargs, video_prefix)
                    for i in range(num_processes)]
-        envs = ShmemVecEnv(env_fns, num_workers) if vec_env == "shmem" else DummyVecEnv(env_fns)
+        envs = (ShmemVecEnv(env_fns, num_workers) if vec_env == "shmem"
+                else ThreadVecEnv(env_fns, num_workers) if vec_env == "threads"
+                else DummyVecEnv(env_fns))
     watch(envs, env_name, env_timeout)  # not ALE's or EnvPool's: their own C++ envs
 
     if len(space_shape(envs.observation_space)) == 1:

@@ -8,10 +8,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.envs.registration import EnvSpec
 from gymnasium.wrappers import FlattenObservation, RecordVideo
 
-from a2c_ppo_acktr.envs.ids import env_spec, is_atari, register_ale
+from a2c_ppo_acktr.envs.ids import env_spec, is_atari, is_mujoco, register_ale
 from a2c_ppo_acktr.envs.monitor import monitor_t_start
 from a2c_ppo_acktr.envs.sb3 import (
     ClipRewardEnv,
@@ -73,10 +72,6 @@ def _mujoco_warnings_once(show: bool = True) -> None:
             print(f"mujoco: warning: {message}", file=sys.stderr, flush=True)
 
     mujoco.set_mju_user_warning(warn)
-
-
-def _is_mujoco(spec: EnvSpec) -> bool:
-    return isinstance(spec.entry_point, str) and spec.entry_point.startswith("gymnasium.envs.mujoco")
 
 
 # Leaves gymnasium's FlattenObservation turns into one vector (Discrete: one-hot).
@@ -185,9 +180,9 @@ def make_env(env_id: str, seed: int, rank: int, log_dir: str | None, allow_early
     ``video_prefix``: env rank 0 renders ``rgb_array`` frames and records videos (``record_video``).
     """
     spec = env_spec(env_id)
-    show_mujoco = rank == 0 and _is_mujoco(spec) and _claim("mujoco", env_id)
+    show_mujoco = rank == 0 and is_mujoco(spec) and _claim("mujoco", env_id)
     announce = rank == 0 and _claim("observations", env_id)
-    atari, mujoco = is_atari(spec), _is_mujoco(spec)
+    atari, mujoco = is_atari(spec), is_mujoco(spec)
     video = video_prefix if rank == 0 else None
     render_mode = "rgb_array" if video else render_mode
 
@@ -253,7 +248,7 @@ def check_env_kwargs(env_id: str, env_kwargs: dict) -> None:
     """Build and close one env with ``env_kwargs``: a bad key is a one-line ValueError here, not a
     traceback from a worker process."""
     spec = env_spec(env_id)
-    if _is_mujoco(spec):
+    if is_mujoco(spec):
         _mujoco_warnings_once(show=_claim("mujoco", env_id))
     if is_atari(spec) and env_kwargs.get("obs_type", "rgb") not in ("rgb", "grayscale"):
         raise ConfigError(f"the Atari preprocessing takes obs_type rgb or grayscale, not "

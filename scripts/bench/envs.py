@@ -2,7 +2,8 @@
 
 Raw vector envs (numpy in, numpy out), on the same env thunks (``a2c_ppo_acktr.envs.make_env``):
 ours ``ShmemVecEnv`` vs SB3 ``SubprocVecEnv`` (its default start method) and gymnasium's
-``AsyncVectorEnv`` (shared memory), ours ``DummyVecEnv`` vs SB3 ``DummyVecEnv``. Whole stacks
+``AsyncVectorEnv`` (shared memory), ours ``DummyVecEnv`` vs SB3 ``DummyVecEnv``, ours
+``ThreadVecEnv`` (``ours_threads``). Whole stacks
 (``make_vec_envs``: backend, VecNormalize for vector observations, torch tensors out, torch
 actions in): ``stack_<kind>`` for each ``--vec-env`` kind, and ``ale_alone``, ALE's
 ``AtariVectorEnv`` by itself with the same preprocessing (numpy, its defaults). Rounds alternate
@@ -30,7 +31,7 @@ import torch
 from stable_baselines3.common.vec_env import DummyVecEnv as SB3DummyVecEnv
 from stable_baselines3.common.vec_env import SubprocVecEnv as SB3SubprocVecEnv
 
-from a2c_ppo_acktr.envs import DummyVecEnv, ShmemVecEnv, make_env, make_vec_envs
+from a2c_ppo_acktr.envs import DummyVecEnv, ShmemVecEnv, ThreadVecEnv, make_env, make_vec_envs
 
 
 def _stack(kind):
@@ -75,9 +76,10 @@ IMPLS = {
     "envpool": (_envpool, lambda venv: []),
     "envpool_ours": (_envpool_ours, lambda venv: []),
     "ours_dummy": (lambda env_id, fns: (DummyVecEnv(fns), None), lambda venv: []),
+    "ours_threads": (lambda env_id, fns: (ThreadVecEnv(fns), None), lambda venv: []),
     "sb3_dummy": (lambda env_id, fns: (SB3DummyVecEnv(fns), None), lambda venv: []),
-    **{f"stack_{kind}": (_stack(kind), lambda venv: []) for kind in ("dummy", "shmem", "native",
-                                                                          "envpool")},
+    **{f"stack_{kind}": (_stack(kind), lambda venv: []) for kind in ("dummy", "shmem", "threads",
+                                                                          "native", "envpool")},
     "stack_ale": (_stack("ale"), lambda venv: []),
     "ale_alone": (_ale_alone, lambda venv: []),
 }

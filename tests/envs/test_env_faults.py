@@ -15,7 +15,7 @@ import pytest
 
 import main
 import tests.fault_envs  # noqa: F401  (registers the ids)
-from a2c_ppo_acktr.envs import DummyVecEnv, NativeVecEnv, ShmemVecEnv, make_env
+from a2c_ppo_acktr.envs import DummyVecEnv, NativeVecEnv, ShmemVecEnv, ThreadVecEnv, make_env
 from a2c_ppo_acktr.envs import watch as watch_module
 from a2c_ppo_acktr.envs.watch import EnvTimeout, watch
 from a2c_ppo_acktr.errors import EnvError
@@ -175,6 +175,22 @@ def test_a_hung_step_is_said_then_stopped_by_the_timeout(quick_watch, capsys, ba
     assert err.count("\n") == 1 and re.search(
         r": warning: (env 0|envs 0, 1) of tests.fault_envs:Hangs-v0: step has not returned for \d+ s; "
         r"Ctrl-C stops the run \(--env-timeout stops it at 1.5 s\)\n$", err), err
+
+
+def test_a_hung_env_in_a_helper_thread_is_named_then_stopped_by_the_timeout(quick_watch, capsys):
+    fns = [make_env("tests.fault_envs:Hangs-v0", 0, rank, None, False,
+                    env_kwargs={"at": 2, "only": 3}) for rank in range(4)]
+    venv = ThreadVecEnv(fns, 2)
+    watch(venv, "tests.fault_envs:Hangs-v0", timeout=1.0)
+    venv.reset()
+    started = time.monotonic()
+    with pytest.raises(EnvTimeout, match=r"^env 3 of tests.fault_envs:Hangs-v0: step did not "
+                                         r"return within --env-timeout 1 s$"):
+        for _ in range(3):
+            venv.step(np.zeros(4, np.int64))
+    venv.close()  # the hung env's block is left to its thread; the others are closed
+    assert time.monotonic() - started < 1.0 + 4
+    assert "env 3 of tests.fault_envs:Hangs-v0: step has not returned" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from a2c_ppo_acktr.envs import (
     DummyVecEnv,
     Normalizer,
     ShmemVecEnv,
+    ThreadVecEnv,
     VecNormalize,
     VecPyTorch,
     VecPyTorchFrameStack,
@@ -25,8 +26,9 @@ from a2c_ppo_acktr.envs import (
 )
 from a2c_ppo_acktr.errors import ConfigError
 
-# 2 workers for 3 envs: blocks of 2 and 1 envs, so the block bookkeeping is exercised too.
-VEC_ENVS = {"dummy": DummyVecEnv, "shmem": lambda env_fns: ShmemVecEnv(env_fns, num_workers=2)}
+# 2 workers (threads) for 3 envs: blocks of 2 and 1 envs, so the block bookkeeping is exercised too.
+VEC_ENVS = {"dummy": DummyVecEnv, "shmem": lambda env_fns: ShmemVecEnv(env_fns, num_workers=2),
+            "threads": lambda env_fns: ThreadVecEnv(env_fns, num_threads=2)}
 
 
 class CountEnv(gym.Env):
@@ -108,7 +110,7 @@ def test_same_step_autoreset(kind):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Hopper-v5"])
-def test_dummy_and_shmem_identical(env_id, tmp_path):
+def test_dummy_shmem_and_threads_identical(env_id, tmp_path):
     n, steps = 3, 300
     runs = {}
     for kind, make in VEC_ENVS.items():
@@ -128,9 +130,10 @@ def test_dummy_and_shmem_identical(env_id, tmp_path):
             venv.close()
         runs[kind] = trace
     assert len(runs["dummy"]) > 1 + 4 * steps  # some episodes ended
-    assert len(runs["dummy"]) == len(runs["shmem"])
-    for a, b in zip(runs["dummy"], runs["shmem"]):
-        np.testing.assert_array_equal(a, b)  # bit-identical
+    for kind in ("shmem", "threads"):
+        assert len(runs["dummy"]) == len(runs[kind])
+        for a, b in zip(runs["dummy"], runs[kind]):
+            np.testing.assert_array_equal(a, b)  # bit-identical
 
 
 def test_monitor_csv_holds_raw_episodes(tmp_path):
@@ -277,8 +280,8 @@ def test_bad_names_raise_one_line_value_errors():
     with pytest.raises(ValueError, match="CartPole-v1") as err:  # suggests the close match
         make_vec_envs("CartPol-v1", 0, 1, 0.99, None, "cpu", True)
     assert "CartPol-v1" in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(ValueError, match="'threads'.*dummy") as err:
-        make_vec_envs("CartPole-v1", 0, 1, 0.99, None, "cpu", True, vec_env="threads")
+    with pytest.raises(ValueError, match="'thread'.*dummy") as err:
+        make_vec_envs("CartPole-v1", 0, 1, 0.99, None, "cpu", True, vec_env="thread")
     assert "\n" not in str(err.value)
 
 

@@ -1,4 +1,4 @@
-"""The vector-env backends (dummy, shmem, ale, native) under one contract, ale against the classic
+"""The vector-env backends (dummy, shmem, threads, ale, native) under one contract, ale against the classic
 stack, the pipelined collector, and the device upload."""
 import csv
 import json
@@ -33,6 +33,7 @@ BREAKOUT = "BreakoutNoFrameskip-v4"  # 5 lives, ~25 random steps each: life loss
 BACKENDS = [
     ("CartPole-v1", "dummy", {"max_episode_steps": 12}),
     ("CartPole-v1", "shmem", {"max_episode_steps": 12}),
+    ("CartPole-v1", "threads", {"max_episode_steps": 12}),
     ("CartPole-v1", "native", {"max_episode_steps": 12}),
     (BREAKOUT, "dummy", {"max_num_frames_per_episode": 480}),
     (BREAKOUT, "ale", {"max_num_frames_per_episode": 480}),

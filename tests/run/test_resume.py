@@ -76,7 +76,8 @@ def assert_same_run(straight, resumed, components=("agent",)):
 @pytest.mark.parametrize("argv, half, full", [(CARTPOLE, 256, 512), (CHEETAH, 128, 256)],
                          ids=["CartPole", "HalfCheetah"])
 @pytest.mark.slow
-@pytest.mark.parametrize("vec_env", [pytest.param("dummy", marks=pytest.mark.research), "shmem"])
+@pytest.mark.parametrize("vec_env", [pytest.param("dummy", marks=pytest.mark.research), "shmem",
+                                     "threads"])
 def test_stopped_and_resumed_run_is_the_uninterrupted_run(tmp_path, capsys, argv, half, full,
                                                           vec_env):
     argv = argv + ["--vec-env", vec_env]
