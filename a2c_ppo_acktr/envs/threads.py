@@ -59,6 +59,7 @@ class ThreadVecEnv(DummyVecEnv):
                                           name=f"envs-{lo}-{hi - 1}", daemon=True)
                          for b, (jobs, (lo, hi)) in enumerate(zip(self._jobs, self.blocks[1:]))]
         self._busy = [False] * len(self.blocks)
+        self._in_threads = True  # how the call in progress steps them
         self._calls = 0
         self.threaded = True  # steps the blocks in their threads, else all in the caller's
         self._steps, self._decide_at = 0, 2 * PROBE_STEPS  # the first choice soon
@@ -74,6 +75,7 @@ class ThreadVecEnv(DummyVecEnv):
         still writes into the arrays the caller is given; but ``--env-timeout`` and Ctrl-C
         leave at once (a hung env would never return). ``threaded`` False: one call over all
         envs, in this thread."""
+        self._in_threads = threaded
         if not threaded:
             self._busy = [True] + [False] * len(self._jobs)
             result = fn(*args(0, self.num_envs))
@@ -144,8 +146,9 @@ class ThreadVecEnv(DummyVecEnv):
     def describe_pending(self, thread: int) -> str:
         """The envs that the blocks still stepping are calling ("env 3, env 40")."""
         idents = [thread] + [t.ident for t in self._threads]
+        blocks = self.blocks if self._in_threads else [(0, self.num_envs)]
         pending = []
-        for (lo, hi), busy, ident in zip(self.blocks, self._busy, idents):
+        for (lo, hi), busy, ident in zip(blocks, self._busy, idents):
             if not busy:
                 continue
             frames = [frame_of(ident, f.__code__) for f in (step_block, reset_block)] if ident else []

@@ -177,10 +177,13 @@ def test_a_hung_step_is_said_then_stopped_by_the_timeout(quick_watch, capsys, ba
         r"Ctrl-C stops the run \(--env-timeout stops it at 1.5 s\)\n$", err), err
 
 
-def test_a_hung_env_in_a_helper_thread_is_named_then_stopped_by_the_timeout(quick_watch, capsys):
+@pytest.mark.parametrize("in_threads", [True, False], ids=["in its thread", "in the caller's"])
+def test_a_hung_env_of_threads_is_named_then_stopped_by_the_timeout(quick_watch, capsys,
+                                                                     in_threads):
     fns = [make_env("tests.fault_envs:Hangs-v0", 0, rank, None, False,
                     env_kwargs={"at": 2, "only": 3}) for rank in range(4)]
     venv = ThreadVecEnv(fns, 2)
+    venv.threaded = in_threads  # env 3 steps in the helper thread, or all in this one
     watch(venv, "tests.fault_envs:Hangs-v0", timeout=1.0)
     venv.reset()
     started = time.monotonic()
