@@ -142,6 +142,16 @@ def benchmark_block(envs: Sequence[gym.Env]) -> list[dict | None]:
             for env in envs]
 
 
+def pending_env(thread: int) -> int | None:
+    """The index of the env that a block function (``step_block``, ``reset_block``) running in
+    ``thread`` is calling, if one is."""
+    for block in (step_block, reset_block):
+        frame = frame_of(thread, block.__code__)
+        if frame is not None and "j" in frame.f_locals:
+            return frame.f_locals["first_index"] + frame.f_locals["j"]
+    return None
+
+
 def reset_block(envs: Sequence[gym.Env], obs: np.ndarray, first_index: int = 0) -> None:
     shape, dtype = obs.shape[1:], obs.dtype
     for j, env in enumerate(envs):
@@ -192,10 +202,13 @@ class DummyVecEnv(Calling):
         obs = np.empty((self.num_envs, *space_shape(self.observation_space)), self.observation_space.dtype)
         self._start("reset")
         try:
-            reset_block(self.envs, obs)
+            self._reset_envs(obs)
         finally:
             self._end()
         return obs
+
+    def _reset_envs(self, obs: np.ndarray) -> None:
+        reset_block(self.envs, obs)
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Returns obs (N, *obs_shape), rewards (N,) f32, terminated (N,), truncated (N,), infos."""
@@ -208,18 +221,20 @@ class DummyVecEnv(Calling):
         truncated = np.empty(n, bool)
         self._start("step")
         try:
-            infos = step_block(self.envs, actions, obs, rewards, terminated, truncated)
+            infos = self._step_envs(actions, obs, rewards, terminated, truncated)
         finally:
             self._end()
         return obs, rewards, terminated, truncated, infos
 
+    def _step_envs(self, actions: np.ndarray, obs: np.ndarray, rewards: np.ndarray,
+                   terminated: np.ndarray, truncated: np.ndarray) -> list[dict]:
+        """Step every env into the rows of the arrays (``step_block``); their infos."""
+        return step_block(self.envs, actions, obs, rewards, terminated, truncated)
+
     def describe_pending(self, thread: int) -> str:
         """The env that the block function running in ``thread`` is calling."""
-        for block in (step_block, reset_block):
-            frame = frame_of(thread, block.__code__)
-            if frame is not None and "j" in frame.f_locals:
-                return f"env {frame.f_locals['j']}"
-        return "its envs"
+        index = pending_env(thread)
+        return f"env {index}" if index is not None else "its envs"
 
     def pause(self) -> None:
         pause_block(self.envs)

@@ -23,9 +23,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from a2c_ppo_acktr.envs.blocks import DummyVecEnv, reset_block, step_block
-from a2c_ppo_acktr.envs.vec_env import StepResult, num_cpus, space_shape
-from a2c_ppo_acktr.envs.watch import EnvTimeout, describe_envs, frame_of
+from a2c_ppo_acktr.envs.blocks import DummyVecEnv, pending_env, reset_block, step_block
+from a2c_ppo_acktr.envs.vec_env import num_cpus
+from a2c_ppo_acktr.envs.watch import EnvTimeout, describe_envs
 
 _STOP = None  # a helper's job queue holding this ends its thread
 CLOSE_S = 2.0  # how long close() waits for the helpers to finish their step, all together
@@ -107,54 +107,33 @@ class ThreadVecEnv(DummyVecEnv):
                 raise error
         return results
 
-    def reset(self) -> np.ndarray:
-        """Reset all envs; returns obs (N, *obs_shape)."""
-        obs = np.empty((self.num_envs, *space_shape(self.observation_space)),
-                       self.observation_space.dtype)
-        self._start("reset")
-        try:
-            self._run(reset_block, lambda lo, hi: (self.envs[lo:hi], obs[lo:hi], lo), self.threaded)
-        finally:
-            self._end()
-        return obs
+    def _reset_envs(self, obs: np.ndarray) -> None:
+        self._run(reset_block, lambda lo, hi: (self.envs[lo:hi], obs[lo:hi], lo), self.threaded)
 
-    def step(self, actions: np.ndarray) -> StepResult:
-        """Returns obs (N, *obs_shape), rewards (N,) f32, terminated (N,), truncated (N,), infos."""
-        n = self.num_envs
-        actions = np.array(actions, dtype=self.action_space.dtype).reshape(
-            n, *space_shape(self.action_space))
-        obs = np.empty((n, *space_shape(self.observation_space)), self.observation_space.dtype)
-        rewards = np.empty(n, np.float32)
-        terminated = np.empty(n, bool)
-        truncated = np.empty(n, bool)
+    def _step_envs(self, actions: np.ndarray, obs: np.ndarray, rewards: np.ndarray,
+                   terminated: np.ndarray, truncated: np.ndarray) -> list[dict]:
+        """Step the blocks, in their threads or all in this one (timed: the faster is kept)."""
         threaded = self.threaded != (self._steps >= self._decide_at - PROBE_STEPS)  # probing
-        self._start("step")
         started = time.perf_counter()
-        try:
-            blocks = self._run(step_block, lambda lo, hi: (
-                self.envs[lo:hi], actions[lo:hi], obs[lo:hi], rewards[lo:hi],
-                terminated[lo:hi], truncated[lo:hi], lo), threaded)
-        finally:
-            self._end()
+        blocks = self._run(step_block, lambda lo, hi: (
+            self.envs[lo:hi], actions[lo:hi], obs[lo:hi], rewards[lo:hi], terminated[lo:hi],
+            truncated[lo:hi], lo), threaded)
         self._seconds[threaded].append(time.perf_counter() - started)
         self._steps += 1
         if self._steps == self._decide_at:  # the last steps each way: keep the faster
             self.threaded = sum(self._seconds[True]) <= sum(self._seconds[False])
             self._decide_at += PROBE_EVERY
-        return obs, rewards, terminated, truncated, [info for infos in blocks for info in infos]
+        return [info for infos in blocks for info in infos]
 
     def describe_pending(self, thread: int) -> str:
-        """The envs that the blocks still stepping are calling ("env 3, env 40")."""
+        """The envs that the blocks still stepping are calling ("envs 3, 40")."""
         idents = [thread] + [t.ident for t in self._threads]
         blocks = self.blocks if self._in_threads else [(0, self.num_envs)]
         pending = []
         for (lo, hi), busy, ident in zip(blocks, self._busy, idents):
-            if not busy:
-                continue
-            frames = [frame_of(ident, f.__code__) for f in (step_block, reset_block)] if ident else []
-            frame = next((f for f in frames if f is not None and "j" in f.f_locals), None)
-            first = lo + frame.f_locals["j"] if frame is not None else None
-            pending.append((first, first + 1) if first is not None else (lo, hi))
+            if busy:
+                index = pending_env(ident) if ident is not None else None
+                pending.append((index, index + 1) if index is not None else (lo, hi))
         return describe_envs(pending)
 
     def close(self) -> None:

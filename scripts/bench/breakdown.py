@@ -61,7 +61,6 @@ from a2c_ppo_acktr.envs.blocks import DummyVecEnv
 from a2c_ppo_acktr.envs.native import NativeVecEnv
 from a2c_ppo_acktr.envs.normalize import VecNormalize
 from a2c_ppo_acktr.envs.shmem import ShmemVecEnv
-from a2c_ppo_acktr.envs.threads import ThreadVecEnv
 from a2c_ppo_acktr.evaluation import InlineEvaluations
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.run.logger import ProgressLine, ScalarLogger
@@ -77,8 +76,7 @@ PARTS = ("env", "normalize", "to-device", "to-host", "act", "storage", "bootstra
 # (object, attribute, part): the functions timed. Module-level functions are patched where the
 # caller looks them up; main.py's and run/life.py's imports in their globals (``instrument``).
 TIMED = [
-    *[(cls, name, "env") for cls in (DummyVecEnv, ThreadVecEnv, ShmemVecEnv, NativeVecEnv,
-                                      AleVecEnv)
+    *[(cls, name, "env") for cls in (DummyVecEnv, ShmemVecEnv, NativeVecEnv, AleVecEnv)
       for name in ("step", "recv", "send") if name in vars(cls)],
     (VecNormalize, "step", "normalize"),
     (torch_vec, "to_device", "to-device"),
