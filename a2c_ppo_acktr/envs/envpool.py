@@ -36,6 +36,11 @@ ENVPOOL_IDS = tuple(f"{name}-{version}" for name in (
 # gym.make kwargs that EnvPool takes under the same name and meaning, where the id has them.
 SUPPORTED_KWARGS = ("max_episode_steps", "reset_noise_scale", "ctrl_cost_weight",
                     "forward_reward_weight", "healthy_reward", "terminate_when_unhealthy")
+# gymnasium's v5 switch for the contact forces in the observation (the tuned Ant and Humanoid
+# recipes drop them). EnvPool computes them always, last, as gymnasium does; this module cuts them
+# off, so that the reward keeps v5's contact cost, which EnvPool drops with its own switch.
+CONTACT_FORCES = "include_cfrc_ext_in_observation"
+CONTACT_IDS = ("Ant-v5", "Humanoid-v5")
 UNSAVEABLE = "EnvPool cannot save or restore its envs"
 _NO_LIMIT = 2 ** 31 - 1  # EnvPool's time limit, an int32: ours counts the steps
 
@@ -60,10 +65,14 @@ def envpool_kwargs(env_id: str, env_kwargs: dict | None = None) -> dict:
 
     config = set(envpool.make_spec(env_id).config._fields)
     takes = [k for k in SUPPORTED_KWARGS if k in config]
+    takes += [CONTACT_FORCES] if env_id in CONTACT_IDS else []
     unknown = sorted(set(env_kwargs or ()) - set(takes))
     if unknown:
         raise ConfigError(f"--vec-env envpool takes for {env_id} the env kwargs {', '.join(takes)}; "
                           f"not {', '.join(unknown)} (use --vec-env shmem or dummy for those)")
+    contact = (env_kwargs or {}).get(CONTACT_FORCES, True)
+    if not isinstance(contact, bool):
+        raise ConfigError(f"--env-kwargs {CONTACT_FORCES} takes True or False; not {contact!r}")
     return dict(env_kwargs or {})
 
 
@@ -84,6 +93,7 @@ class EnvpoolVecEnv(BatchedVecEnv):
         from a2c_ppo_acktr.envs.vec_env import num_cpus
 
         kwargs = envpool_kwargs(env_id, env_kwargs)
+        contact = kwargs.pop(CONTACT_FORCES, True)
         threads = threads or max(1, min(num_envs, num_cpus()))
         # The time limit is ours (module docstring): EnvPool's never comes.
         self.max_steps = kwargs.pop("max_episode_steps", gym.spec(env_id).max_episode_steps)
@@ -97,6 +107,10 @@ class EnvpoolVecEnv(BatchedVecEnv):
                               f"{(str(e).splitlines() or [type(e).__name__])[0]}") from None
         self.num_envs, self.env_id = num_envs, env_id
         self.observation_space = self.pool.single_observation_space
+        self._keep = None  # the observation's first entries kept: all, or those before the forces
+        if not contact:
+            self.observation_space = _gym_space(env_id, {CONTACT_FORCES: False})
+            self._keep = self.observation_space.shape[0]
         self.action_space = self.pool.single_action_space
         self.monitor = EpisodeMonitor(num_envs, env_id, log_dir, first_rank, monitor_append)
         self._ids = np.arange(num_envs, dtype=np.int32)
@@ -130,10 +144,12 @@ class EnvpoolVecEnv(BatchedVecEnv):
                 infos[i]["final_obs"] = obs[i].copy()
             self._elapsed[done] = 0
             first, reset_info = self.pool.reset(done.astype(np.int32))
-            obs[reset_info["env_id"]] = first  # EnvPool answers in its own order: env_id says
+            # EnvPool answers in its own order: env_id says
+            obs[reset_info["env_id"]] = first[:, :self._keep]
         return obs, rewards, terminated, truncated, infos
 
     def _in_order(self, obs: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        obs = obs[:, :self._keep]
         if np.array_equal(env_ids, self._ids):  # sync mode answers in order
             return np.array(obs)  # ours: EnvPool may reuse its buffer
         out = np.empty_like(obs)
@@ -143,3 +159,10 @@ class EnvpoolVecEnv(BatchedVecEnv):
     def close(self) -> None:
         self.pool.close()
         self.monitor.close()
+
+
+def _gym_space(env_id: str, kwargs: dict) -> gym.Space:
+    """The observation space of gymnasium's ``env_id`` built with ``kwargs``."""
+    env = gym.make(env_id, **kwargs)
+    env.close()
+    return env.observation_space

@@ -114,6 +114,40 @@ def test_episodes_and_autoreset_as_gymnasium(env_id, kwargs, steps, tmp_path):
             assert [int(row["l"]) for row in csv.DictReader(f.read().splitlines()[1:])] == rows[i]
 
 
+@pytest.mark.parametrize("env_id", envpool_module.CONTACT_IDS)
+def test_without_contact_forces_the_observation_is_gymnasiums_with_its_reward(env_id):
+    """``include_cfrc_ext_in_observation=False`` (the tuned Ant and Humanoid recipes): the
+    observation space is gymnasium's with that kwarg; the observation is the full one's first part
+    (gymnasium's contact forces come last, and EnvPool's: the one-step test above compares the
+    full ones), the reward the full env's (v5 keeps the contact cost), step for step."""
+    cut = {envpool_module.CONTACT_FORCES: False}
+    env = _gym(env_id, **cut)
+    keep = env.observation_space.shape[0]
+    full = _gym(env_id)
+    obs_cut, obs_full = env.reset(seed=1)[0], full.reset(seed=1)[0]
+    assert keep < obs_full.size and np.array_equal(obs_cut, obs_full[:keep])
+    limit = {"max_episode_steps": 100}  # episodes end within the test, also Ant's
+    a = EnvpoolVecEnv(env_id, 3, 5, env_kwargs={**cut, **limit})
+    b = EnvpoolVecEnv(env_id, 3, 5, env_kwargs=limit)
+    try:
+        assert a.observation_space == env.observation_space
+        assert np.array_equal(a.reset(), b.reset()[:, :keep])
+        actions = np.random.default_rng(2).uniform(-0.4, 0.4, (250, 3, *a.action_space.shape))
+        ends = 0
+        for action in actions:
+            (oa, ra, ta, ua, ia), (ob, rb, tb, ub, ib) = a.step(action), b.step(action)
+            assert oa.shape == (3, keep) and np.array_equal(oa, ob[:, :keep])
+            assert np.array_equal(ra, rb) and np.array_equal(ta, tb) and np.array_equal(ua, ub)
+            for i, info in enumerate(ia):
+                if "final_obs" in info:
+                    assert np.array_equal(info["final_obs"], ib[i]["final_obs"][:keep])
+                    ends += 1
+        assert ends > 0  # the cut also holds for the next episode's first observation
+    finally:
+        a.close()
+        b.close()
+
+
 def test_an_episode_that_ends_on_its_last_step_is_terminated_and_truncated():
     """As gymnasium's TimeLimit says of it: no bootstrap from its final observation."""
     actions = np.random.default_rng(0).uniform(-1, 1, (200, 1, 3))
@@ -162,6 +196,10 @@ def test_what_it_refuses_is_one_line(tmp_path, capsys, monkeypatch):
     assert all(env_id in err for env_id in ENVPOOL_IDS)
     expect_exit_2(capsys, argv + ["--env-kwargs", "xml_file=x.xml"], "not xml_file")
     expect_exit_2(capsys, argv + ["--env-kwargs", "reset_noise_scale=high"], "EnvPool rejects")
+    expect_exit_2(capsys, argv + ["--env-kwargs", "include_cfrc_ext_in_observation=False"],
+                  "not include_cfrc_ext_in_observation")  # Hopper has no contact forces
+    expect_exit_2(capsys, argv + ["--env-name", "Ant-v5", "--env-kwargs",
+                                  "include_cfrc_ext_in_observation=2"], "True or False; not 2")
     expect_exit_2(capsys, argv + ["--capture-video"], "does not render")
     monkeypatch.setattr(envpool_module, "envpool_available", lambda: False)
     expect_exit_2(capsys, argv, "needs envpool")
