@@ -106,12 +106,12 @@ class EnvpoolVecEnv(BatchedVecEnv):
             raise ConfigError(f"EnvPool rejects {env_id} with {kwargs}: "
                               f"{(str(e).splitlines() or [type(e).__name__])[0]}") from None
         self.num_envs, self.env_id = num_envs, env_id
-        self.observation_space = self.pool.single_observation_space
-        self._keep = None  # the observation's first entries kept: all, or those before the forces
-        if not contact:
-            self.observation_space = _gym_space(env_id, {CONTACT_FORCES: False})
-            self._keep = self.observation_space.shape[0]
-        self.action_space = self.pool.single_action_space
+        # gymnasium's spaces for the id (EnvPool's action Box is float64, gymnasium's float32), so
+        # that a checkpoint of either backend loads on the other.
+        self.observation_space, self.action_space = _gym_spaces(
+            env_id, {} if contact else {CONTACT_FORCES: False})
+        # The observation's first entries kept: all, or those before the contact forces.
+        self._keep = None if contact else self.observation_space.shape[0]
         self.monitor = EpisodeMonitor(num_envs, env_id, log_dir, first_rank, monitor_append)
         self._ids = np.arange(num_envs, dtype=np.int32)
         self._elapsed = np.zeros(num_envs, np.int64)
@@ -161,8 +161,8 @@ class EnvpoolVecEnv(BatchedVecEnv):
         self.monitor.close()
 
 
-def _gym_space(env_id: str, kwargs: dict) -> gym.Space:
-    """The observation space of gymnasium's ``env_id`` built with ``kwargs``."""
+def _gym_spaces(env_id: str, kwargs: dict) -> tuple[gym.Space, gym.Space]:
+    """The observation and action spaces of gymnasium's ``env_id`` built with ``kwargs``."""
     env = gym.make(env_id, **kwargs)
     env.close()
-    return env.observation_space
+    return env.observation_space, env.action_space

@@ -183,6 +183,11 @@ def test_seeds_and_the_stack():
             envs.close()
         return np.stack(out)
 
+    for env_id in ("Hopper-v5", "Walker2d-v4"):  # gymnasium's spaces: checkpoints load on both
+        venv, env = EnvpoolVecEnv(env_id, 1, 0), _gym(env_id)
+        venv.close()
+        assert (venv.observation_space, venv.action_space) == (env.observation_space,
+                                                                env.action_space)
     a = trace(7, 2)
     assert np.array_equal(a, trace(7, 2)) and not np.array_equal(a, trace(8, 2))
     assert np.array_equal(a[:, 1:], trace(7, 1, first_rank=1))
