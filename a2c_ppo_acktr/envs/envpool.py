@@ -111,7 +111,7 @@ class EnvpoolVecEnv(BatchedVecEnv):
         self.observation_space, self.action_space = _gym_spaces(
             env_id, {} if contact else {CONTACT_FORCES: False})
         # The observation's first entries kept: all, or those before the contact forces.
-        self._keep = None if contact else self.observation_space.shape[0]
+        self._keep = None if contact else space_shape(self.observation_space)[0]
         self.monitor = EpisodeMonitor(num_envs, env_id, log_dir, first_rank, monitor_append)
         self._ids = np.arange(num_envs, dtype=np.int32)
         self._elapsed = np.zeros(num_envs, np.int64)
