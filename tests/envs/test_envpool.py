@@ -130,7 +130,7 @@ def test_without_contact_forces_the_observation_is_gymnasiums_with_its_reward(en
     a = EnvpoolVecEnv(env_id, 3, 5, env_kwargs={**cut, **limit})
     b = EnvpoolVecEnv(env_id, 3, 5, env_kwargs=limit)
     try:
-        assert a.observation_space == env.observation_space
+        assert (a.observation_space, a.action_space) == (env.observation_space, env.action_space)
         assert np.array_equal(a.reset(), b.reset()[:, :keep])
         actions = np.random.default_rng(2).uniform(-0.4, 0.4, (250, 3, *a.action_space.shape))
         ends = 0
