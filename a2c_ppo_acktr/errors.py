@@ -5,7 +5,15 @@ import errno
 import os
 import re
 import sys
-from typing import NoReturn, Optional
+from typing import NoReturn, Optional, TextIO
+
+
+def say(line: str, stream: Optional[TextIO] = None) -> None:
+    """``line`` and its end in one write to ``stream`` (stderr), flushed: under torchrun the
+    ranks and torchrun share stderr, and ``print``'s two writes let their lines in between."""
+    stream = stream or sys.stderr
+    stream.write(line + "\n")
+    stream.flush()
 
 
 def program() -> str:
@@ -15,13 +23,13 @@ def program() -> str:
 
 def fail(message: str, prog: Optional[str] = None) -> NoReturn:
     """One line on stderr and exit status 2: bad input is explained, never a traceback."""
-    print(f"{prog or program()}: error: {message}", file=sys.stderr)
+    say(f"{prog or program()}: error: {message}")
     raise SystemExit(2)
 
 
 def warn(message: str) -> None:
     """One line on stderr about a setting that runs, but not as one might expect."""
-    print(f"{program()}: warning: {message}", file=sys.stderr)
+    say(f"{program()}: warning: {message}")
 
 
 class Error(Exception):

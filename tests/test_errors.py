@@ -9,10 +9,13 @@ from a2c_ppo_acktr.errors import (
     ConfigError,
     LogError,
     allocation_failure,
+    fail,
     failure_line,
     machine_failure,
     memory_limit,
+    warn,
 )
+from a2c_ppo_acktr.run.interrupt import StopRequest
 
 
 def test_a_disks_failure_is_one_line_and_other_os_errors_are_not():
@@ -61,3 +64,35 @@ def test_a_small_allocation_under_a_memory_limit_names_the_limit(monkeypatch):
     assert memory_limit() == "this machine's memory or the 1,100,000 KiB that ulimit -v allows"
     monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY,) * 2)
     assert memory_limit() == "this machine's memory"
+
+
+class _Writes:
+    """A stream that keeps each write apart, as the pipe torchrun's ranks share sees them."""
+
+    def __init__(self):
+        self.writes = []
+
+    def write(self, text):
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def test_each_line_is_one_write(monkeypatch):
+    """Under torchrun, torchrun's own lines landed inside a rank's between ``print``'s two
+    writes (the text, then its end); every line the project prints about itself is one write."""
+    import signal
+    import sys
+
+    stream = _Writes()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(sys, "argv", ["main.py"])
+    warn("w")
+    with pytest.raises(SystemExit):
+        fail("f")
+    with StopRequest():
+        signal.raise_signal(signal.SIGTERM)
+    assert stream.writes == ["main.py: warning: w\n", "main.py: error: f\n",
+                             "main.py: SIGTERM: stopping; again to stop now\n"]

@@ -1,6 +1,5 @@
 """Running normalization of observations and returns (``VecNormalize``), and merging the
 statistics of several copies (Ray workers, DDP ranks)."""
-import sys
 import warnings
 from collections.abc import Sequence
 
@@ -9,7 +8,7 @@ import torch
 from gymnasium import spaces
 
 from a2c_ppo_acktr.envs.vec_env import StepResult, VecEnv, VecEnvWrapper, space_shape
-from a2c_ppo_acktr.errors import program
+from a2c_ppo_acktr.errors import warn
 
 # An env's NaN or inf passes through the statistics (numpy would warn at each step); the run
 # stops on the non-finite loss they cause, in one line (run/life.py). A filter, as it costs
@@ -181,10 +180,9 @@ class VecNormalize(VecEnvWrapper[VecEnv], Normalizer):
         env, i = np.argwhere((obs < low) | (obs > high))[0]
         if str(self.observation_space) not in _SAID:
             _SAID.add(str(self.observation_space))
-            print(f"{program()}: warning: env {env} returned an observation outside its "
-                  f"observation space {self.observation_space} ({obs[env, i]:g} at index {i}; "
-                  "said once): widen the space's bounds or clip the observation in the env",
-                  file=sys.stderr, flush=True)
+            warn(f"env {env} returned an observation outside its observation space "
+                 f"{self.observation_space} ({obs[env, i]:g} at index {i}; said once): widen "
+                 "the space's bounds or clip the observation in the env")
 
     def _obs(self, obs: np.ndarray) -> np.ndarray:
         self.raw_obs = obs  # a fresh array from the vec env: no copy needed to keep it

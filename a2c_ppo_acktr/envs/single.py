@@ -23,7 +23,7 @@ from a2c_ppo_acktr.envs.sb3 import (
     opencv,
 )
 from a2c_ppo_acktr.envs.vec_env import space_shape
-from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.errors import ConfigError, say
 
 
 def _plain_gymnasium_warnings() -> None:
@@ -69,7 +69,7 @@ def _mujoco_warnings_once(show: bool = True) -> None:
     def warn(message: str) -> None:
         if show and message not in _mujoco_seen:
             _mujoco_seen.add(message)
-            print(f"mujoco: warning: {message}", file=sys.stderr, flush=True)
+            say(f"mujoco: warning: {message}")
 
     mujoco.set_mju_user_warning(warn)
 

@@ -16,7 +16,7 @@ import weakref
 from types import FrameType
 from typing import Any, Optional
 
-from a2c_ppo_acktr.errors import EnvError, program
+from a2c_ppo_acktr.errors import EnvError, program, say
 
 WARN_AFTER_S = 60.0  # a step this long is not slow, it is stuck: say so once
 POLL_S = 1.0
@@ -72,7 +72,7 @@ _expired: Optional[tuple[tuple, str]] = None  # (the call, its line) the main th
 def warn(line: str) -> None:
     """``line`` as a warning on stderr; never an error of its own."""
     try:
-        print(f"{program()}: warning: {line}", file=sys.stderr, flush=True)
+        say(f"{program()}: warning: {line}")
     except (OSError, ValueError):  # stderr gone: the run goes on
         pass
 

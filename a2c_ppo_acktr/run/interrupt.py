@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from a2c_ppo_acktr.envs.processes import die_with_parent
-from a2c_ppo_acktr.errors import program
+from a2c_ppo_acktr.errors import program, say
 
 # SIGHUP: the terminal closed (ssh dropped); the run saves and stops as on SIGTERM (129).
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -38,7 +38,7 @@ def exit_on_signals(outcome: str = TRAINING) -> None:
     Signals the caller blocked until now (while this module was imported) are unblocked: one
     that came meanwhile is handled here."""
     def stop(signum, frame):
-        print(f"{program()}: {while_starting(signum, outcome)}", file=sys.stderr, flush=True)
+        say(f"{program()}: {while_starting(signum, outcome)}")
         os._exit(128 + signum)  # no traceback from whichever import was running
     for s in SIGNALS:
         signal.signal(s, stop)
@@ -63,7 +63,7 @@ HARD_EXIT_S: float | None = None
 def _say(line: str) -> None:
     """One line on stderr, from a signal handler: never an error of its own (stderr closed)."""
     try:
-        print(f"{program()}: {line}", file=sys.stderr, flush=True)
+        say(f"{program()}: {line}")
     except (OSError, ValueError):
         pass
 

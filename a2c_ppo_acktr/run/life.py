@@ -18,7 +18,7 @@ import numpy as np
 from a2c_ppo_acktr.algo import Agent
 from a2c_ppo_acktr.algo.agent import RewardModel
 from a2c_ppo_acktr.config import RunConfig
-from a2c_ppo_acktr.errors import CheckpointError, program
+from a2c_ppo_acktr.errors import CheckpointError, program, say
 from a2c_ppo_acktr.evaluation import Evaluations
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.rollout import Collector
@@ -82,7 +82,7 @@ class Run:
         """``message`` on the lead's ``stream`` (stderr by default)."""
         self.progress.clear()
         if self.lead:
-            print(message, file=stream or sys.stderr, flush=True)
+            say(message, stream)
 
     def after_update(self, update: int, stats: Mapping[str, float]) -> Optional[int]:
         """The run's steps after ``update``, which gave ``stats`` (the agent's and the reward

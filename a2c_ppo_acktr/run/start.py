@@ -12,7 +12,6 @@ A run that ends before its first checkpoint is undone, so that it can start agai
 import contextlib
 import functools
 import os
-import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -29,6 +28,7 @@ from a2c_ppo_acktr.errors import (
     memory_limit,
     print_details,
     program,
+    say,
     warn,
 )
 from a2c_ppo_acktr.run.build import build
@@ -68,7 +68,7 @@ def open_run(cfg: Config) -> Iterator[Run]:
             print_details(e)  # a failing env's own traceback, once
             fail(str(e))
         except Interrupted as e:  # a signal while building: undone, one line
-            print(f"{program()}: {e}", file=sys.stderr)
+            say(f"{program()}: {e}")
             raise RunEnded(e.exit_status) from None
         except NothingLeft as e:  # nothing built; done as asked
             print(e, flush=True)
@@ -96,11 +96,11 @@ def open_run(cfg: Config) -> Iterator[Run]:
             if what is None:
                 raise
             if run.lead:
-                print(f"{program()}: error: {what}; stopped, "
-                      f"{left_behind(run.paths, run.saved_steps)}", file=sys.stderr)
+                say(f"{program()}: error: {what}; stopped, "
+                    f"{left_behind(run.paths, run.saved_steps)}")
             elif run.ddp and run.ddp.speaks:  # rank 0, which saves, is gone: this rank says why
-                print(f"{program()}: error: {what}; stopped (the checkpoint is rank 0's last "
-                      "save, if any)", file=sys.stderr)
+                say(f"{program()}: error: {what}; stopped (the checkpoint is rank 0's last "
+                    "save, if any)")
             raise RunEnded(1) from None
         finally:
             run.close()

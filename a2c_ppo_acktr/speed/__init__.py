@@ -24,7 +24,6 @@ each choice: docs/benchmarks.md, "Speed options: `--compile` and `--precision bf
 import ctypes
 import functools
 import os
-import sys
 import types
 from collections.abc import Callable
 
@@ -32,7 +31,7 @@ import torch
 
 from a2c_ppo_acktr.algo import A2C_ACKTR, PPO, Agent
 from a2c_ppo_acktr.algo.agent import BaseAgent
-from a2c_ppo_acktr.errors import ConfigError
+from a2c_ppo_acktr.errors import ConfigError, say
 from a2c_ppo_acktr.model import Policy
 from a2c_ppo_acktr.speed.flat import FlatParams, flatten
 from a2c_ppo_acktr.speed.layers import direct_calls
@@ -138,8 +137,8 @@ def in_process_on_worker_failure(compiled: Callable) -> Callable:
             if WORKER_FAILURE not in str(e) or config.compile_threads == 1:
                 raise
             config.compile_threads = 1
-            print(f"torch.compile: Inductor's compile workers failed ({WORKER_FAILURE}); "
-                  "compiling in this process", file=sys.stderr, flush=True)
+            say(f"torch.compile: Inductor's compile workers failed ({WORKER_FAILURE}); "
+                "compiling in this process")
             return compiled(*args, **kwargs)
     return call
 
