@@ -66,6 +66,11 @@ def test_the_speed_seam_learns_as_the_plain_core(tmp_path, monkeypatch):
     b = load_checkpoint(run(tmp_path, extra, "b").checkpoint)
     for key in a["actor_critic"]:
         assert torch.equal(a["actor_critic"][key], b["actor_critic"][key]), key
+    states = [ckpt["agent"]["optimizer"]["state"] for ckpt in (a, b)]  # what --resume steps on
+    assert states[0].keys() == states[1].keys()
+    for i in states[0]:
+        for key, value in states[0][i].items():
+            assert torch.equal(value, states[1][i][key]), (i, key)
 
 
 @pytest.mark.slow

@@ -233,3 +233,42 @@ def test_a_hooked_module_is_called_as_a_module():
     seq[0].register_forward_hook(lambda m, i, o: seen.append(o.shape) or o * 0)
     out = seq(torch.randn(2, 4))
     assert seen == [(2, 3)] and torch.equal(out, torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize("obs_shape, action_space", [((11,), spaces.Box(-1, 1, (3,))),
+                                                     ((4, 84, 84), spaces.Discrete(6))])
+def test_flat_adam_is_fused_adams_numbers_over_many_steps(obs_shape, action_space):
+    """Fused Adam's kernel rounds its vector loop and its scalar tail differently: on one flat
+    tensor the 3- and 1-element tensors (biases, the log-std) would land in the vector loop and
+    their moments drift in the last bits within a few hundred steps (docs/benchmarks.md)."""
+    from a2c_ppo_acktr.speed.flat import FlatAdam
+    torch.manual_seed(0)
+    policies = [Policy(obs_shape, action_space) for _ in range(2)]
+    policies[1].load_state_dict(policies[0].state_dict())
+    optimizers = [torch.optim.Adam(p.parameters(), lr=3e-4, eps=1e-5, fused=True) for p in policies]
+    flat = flatten(optimizers[1])
+    assert flat is not None and vars(optimizers[1])["step"].__self__.__class__ is FlatAdam
+    assert not all(flat.whole) and any(flat.whole)  # both kinds of parameter
+    data = torch.Generator().manual_seed(1)
+
+    def steps(count):
+        for _ in range(count):
+            obs = torch.randn(8, *obs_shape, generator=data)
+            actions = (torch.randn(8, 3, generator=data) if isinstance(action_space, spaces.Box)
+                       else torch.randint(0, 6, (8, 1), generator=data))
+            scale = 10.0 ** torch.randint(-3, 2, (), generator=data).item()  # moments of all sizes
+            for policy, optimizer in zip(policies, optimizers):
+                optimizer.zero_grad()
+                value, log_probs, entropy, _ = policy.evaluate_actions(
+                    obs, torch.zeros(8, 1), torch.ones(8, 1), actions)
+                (scale * (value.pow(2).mean() - log_probs.mean() - 0.01 * entropy)).backward()
+                optimizer.step()
+
+    steps(300 if len(obs_shape) == 1 else 20)
+    assert all(torch.equal(a, b) for a, b in zip(policies[0].parameters(), policies[1].parameters()))
+    assert_same_state(optimizers[0], optimizers[1])
+    # A step hook sends the step through torch's own, which counts each parameter's step once.
+    optimizers[1].register_step_post_hook(lambda *args: None)
+    steps(2)
+    assert all(torch.equal(a, b) for a, b in zip(policies[0].parameters(), policies[1].parameters()))
+    assert_same_state(optimizers[0], optimizers[1])
