@@ -7,8 +7,7 @@ where every speed mechanism that is not a flag is applied, each on its own and e
 or a comma-separated list of names) so that a benchmark can weigh it A/B:
 
 - ``optim``: Adam's and RMSprop's step through torch's functional API (``speed/optim.py``);
-- ``flat``: parameters and gradients in one tensor each, RMSprop and fused Adam on it
-  (``speed/flat.py``);
+- ``flat``: parameters and gradients in one tensor each, RMSprop on it (``speed/flat.py``);
 - ``layers``: module calls without ``Module.__call__``'s cost (``speed/layers.py``).
 
 The core (model, distributions, storage, algo) is plain torch, and the same with or without them,
