@@ -10,8 +10,11 @@ from typing import NoReturn, Optional, TextIO
 
 def say(line: str, stream: Optional[TextIO] = None) -> None:
     """``line`` and its end in one write to ``stream`` (stderr), flushed: under torchrun the
-    ranks and torchrun share stderr, and ``print``'s two writes let their lines in between."""
-    stream = stream or sys.stderr
+    ranks and torchrun share stderr, and ``print``'s two writes let their lines in between.
+    Where there is no stderr (a process started with it closed), stdout, as ``print`` does."""
+    stream = stream or sys.stderr or sys.stdout
+    if stream is None:
+        return
     stream.write(line + "\n")
     stream.flush()
 

@@ -96,3 +96,14 @@ def test_each_line_is_one_write(monkeypatch):
         signal.raise_signal(signal.SIGTERM)
     assert stream.writes == ["main.py: warning: w\n", "main.py: error: f\n",
                              "main.py: SIGTERM: stopping; again to stop now\n"]
+
+
+def test_without_stderr_the_line_goes_to_stdout(monkeypatch, capsys):
+    """A process started with stderr closed has ``sys.stderr`` None: ``print`` writes to stdout
+    then, and so does ``say``, rather than failing on the line that explains a failure."""
+    import sys
+
+    from a2c_ppo_acktr.errors import say
+    monkeypatch.setattr(sys, "stderr", None)
+    say("main.py: error: x")
+    assert capsys.readouterr().out == "main.py: error: x\n"
