@@ -13,6 +13,7 @@ from a2c_ppo_acktr.errors import (
     failure_line,
     machine_failure,
     memory_limit,
+    say,
     warn,
 )
 from a2c_ppo_acktr.run.interrupt import StopRequest
@@ -103,7 +104,6 @@ def test_without_stderr_the_line_goes_to_stdout(monkeypatch, capsys):
     then, and so does ``say``, rather than failing on the line that explains a failure."""
     import sys
 
-    from a2c_ppo_acktr.errors import say
     monkeypatch.setattr(sys, "stderr", None)
     say("main.py: error: x")
     assert capsys.readouterr().out == "main.py: error: x\n"

@@ -16,7 +16,8 @@ import weakref
 from types import FrameType
 from typing import Any, Optional
 
-from a2c_ppo_acktr.errors import EnvError, program, say
+from a2c_ppo_acktr import errors
+from a2c_ppo_acktr.errors import EnvError
 
 WARN_AFTER_S = 60.0  # a step this long is not slow, it is stuck: say so once
 POLL_S = 1.0
@@ -72,7 +73,7 @@ _expired: Optional[tuple[tuple, str]] = None  # (the call, its line) the main th
 def warn(line: str) -> None:
     """``line`` as a warning on stderr; never an error of its own."""
     try:
-        say(f"{program()}: warning: {line}")
+        errors.warn(line)
     except (OSError, ValueError):  # stderr gone: the run goes on
         pass
 
