@@ -26,7 +26,8 @@ speed seam").
 Both optimise the same loss: SB3 gets ``clip_range_vf`` (our PPO clips the value loss, as the
 original), ours a value-loss coefficient that matches SB3's ``vf_coef`` (``value_loss_coef``).
 One difference remains: ours normalizes advantages over the whole rollout (as the original),
-SB3 per minibatch.
+SB3 per minibatch. Ours runs without its final evaluation (``SAME_WORK``): SB3's ``learn``
+plays no evaluation episodes.
 
 Cases (as issue #2 defines them):
   a  PPO CartPole-v1, 8 envs x 128 steps, 4 epochs, 4 minibatches, 100k steps
@@ -48,6 +49,9 @@ import time
 
 from cases import CASES
 
+# main.py's flags that keep its run to the work SB3's ``learn`` does: its default final evaluation
+# (10 deterministic episodes on fresh envs) has no counterpart there.
+SAME_WORK = ["--final-eval-episodes", "0"]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Our variants (--ours): the flags each adds to the case's command; "ours" is the plain one.
 VARIANTS = {"eager": [], "compile": ["--compile"], "bf16": ["--precision", "bf16"],
@@ -94,7 +98,7 @@ def case_argv(c, seed, workdir):
             "--save-interval", "1000000", "--log-dir", os.path.join(workdir, "logs"),
             "--save-dir", os.path.join(workdir, "models"), "--no-cuda",
             # SB3 always bootstraps episodes cut by a time limit; this is our flag for that.
-            "--use-proper-time-limits"]
+            "--use-proper-time-limits", *SAME_WORK]
     if c["gae"]:
         argv.append("--use-gae")
     return argv

@@ -35,6 +35,7 @@ import time
 
 import torch
 from fps import (
+    SAME_WORK,
     VARIANTS,
     last_returns,
     load_main,
@@ -72,7 +73,7 @@ def one_measurement(impl: str, envs: int, seed: int, total: int) -> None:
             if impl == "sb3":
                 run_sb3(sb3_case(envs, total), seed, workdir, device="cuda")
             else:
-                argv = README_PONG + VARIANTS[impl] + [
+                argv = README_PONG + VARIANTS[impl] + SAME_WORK + [
                     "--num-processes", str(envs), "--num-env-steps", str(total),
                     "--seed", str(seed), "--log-interval", "1000000", "--save-interval", "1000000",
                     "--log-dir", os.path.join(workdir, "logs"),

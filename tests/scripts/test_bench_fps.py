@@ -5,9 +5,12 @@ import os
 import subprocess
 import sys
 
+import fps
 import pytest
 
+from a2c_ppo_acktr.evaluation import FINAL_EVAL_FILE
 from a2c_ppo_acktr.speed import cpu_has_native_bf16
+from cases import CASES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "bench", "fps.py")
@@ -34,3 +37,19 @@ def test_variants_get_a_row_each_and_a_refused_one_says_why(tmp_path):
             "refused: --precision bf16 needs a CPU with native bf16 (avx512_bf16 or AMX); this "
             "one has neither")
     assert "b    ratio ours/sb3: " in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_case_run_does_the_work_sb3s_does_no_final_evaluation(tmp_path):
+    """SB3's ``learn`` plays no evaluation episodes, so a case's run of ours plays none either
+    (``SAME_WORK``); the same run without it writes its final evaluation."""
+    case = dict(CASES["b"], total=400)
+    train = fps.load_main()
+    for name, drop in (("case", []), ("default", fps.SAME_WORK)):
+        argv = fps.case_argv(case, 1, str(tmp_path / name))
+        for flag in drop:
+            argv.remove(flag)
+        fps.train_quietly(train, argv)
+    written = {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob(FINAL_EVAL_FILE)}
+    assert written == {"default"}
+    assert list((tmp_path / "case").rglob("*.monitor.csv"))  # it trained
