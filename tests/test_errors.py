@@ -1,6 +1,7 @@
 """errors.py: which failures become one line, and what that line says."""
 import errno
 import resource
+import sys
 
 import pytest
 import torch
@@ -102,8 +103,6 @@ def test_each_line_is_one_write(monkeypatch):
 def test_without_stderr_the_line_goes_to_stdout(monkeypatch, capsys):
     """A process started with stderr closed has ``sys.stderr`` None: ``print`` writes to stdout
     then, and so does ``say``, rather than failing on the line that explains a failure."""
-    import sys
-
     monkeypatch.setattr(sys, "stderr", None)
     say("main.py: error: x")
     assert capsys.readouterr().out == "main.py: error: x\n"

@@ -50,7 +50,7 @@ import time
 from cases import CASES
 
 # main.py's flags that keep its run to the work SB3's ``learn`` does: its default final evaluation
-# (10 deterministic episodes on fresh envs) has no counterpart there.
+# (deterministic episodes on fresh envs) has no counterpart there.
 SAME_WORK = ["--final-eval-episodes", "0"]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Our variants (--ours): the flags each adds to the case's command; "ours" is the plain one.
